@@ -1,0 +1,461 @@
+//! Wire messages (protobuf, prost) and their validated domain forms.
+//!
+//! Decoding is size-checked first ([`WireMessage::MAX_LEN`]), then parsed by
+//! prost, then converted: every length, range and ordering rule is checked in
+//! the conversion, so a domain value is always well-formed. Protobuf bytes are
+//! never hashed or signed; what is signed is the EIP-712 digest of the
+//! [`VerdictCommitment`] inside.
+
+use crate::{
+    codec::MAX_DOCUMENT_LEN, hash::TYPE_TAGS, ContentHash, VerdictCommitment, WireError,
+};
+use alloy_primitives::{Address, Bytes, B256};
+use prost::Message;
+
+/// Generated protobuf types (`wire/resolvd_wire.proto`).
+#[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+pub mod pb {
+    include!(concat!(env!("OUT_DIR"), "/resolvd.wire.v1.rs"));
+}
+
+/// Length of a compressed BLS12-381 G2 signature.
+pub const SIGNATURE_LEN: usize = 96;
+/// Most signer / non-signer indices one message may list.
+pub const MAX_INDICES: usize = 4096;
+/// Largest gossip message (any topic): 64 KiB.
+pub const MAX_GOSSIP_LEN: usize = 64 * 1024;
+/// Largest content response: one maximal canonical document plus framing.
+pub const MAX_CONTENT_RESPONSE_LEN: usize = MAX_DOCUMENT_LEN + 1024;
+
+/// A compressed BLS signature as carried on the wire; the consensus crate
+/// deserialises and subgroup-checks it.
+pub type SignatureBytes = [u8; SIGNATURE_LEN];
+
+/// A validated wire message.
+pub trait WireMessage: Sized {
+    /// Message name, for errors and logs.
+    const NAME: &'static str;
+    /// Largest encoding accepted; larger input is rejected undecoded.
+    const MAX_LEN: usize;
+    /// The generated protobuf type.
+    type Proto: Message + Default;
+
+    /// Validates a decoded protobuf value.
+    fn from_proto(p: Self::Proto) -> Result<Self, WireError>;
+    /// The protobuf value of this message.
+    fn to_proto(&self) -> Self::Proto;
+
+    /// Size check, protobuf decode, validation.
+    fn decode_wire(bytes: &[u8]) -> Result<Self, WireError> {
+        if bytes.len() > Self::MAX_LEN {
+            return Err(WireError::TooLarge {
+                message: Self::NAME,
+                len: bytes.len(),
+                max: Self::MAX_LEN,
+            });
+        }
+        let p = Self::Proto::decode(bytes)
+            .map_err(|e| WireError::Malformed { message: Self::NAME, reason: e.to_string() })?;
+        Self::from_proto(p)
+    }
+
+    /// The protobuf encoding of this message.
+    fn encode_wire(&self) -> Vec<u8> {
+        self.to_proto().encode_to_vec()
+    }
+}
+
+fn fixed<const N: usize>(
+    message: &'static str,
+    field: &'static str,
+    v: &[u8],
+) -> Result<[u8; N], WireError> {
+    v.try_into().map_err(|_| WireError::InvalidLength { message, field, expected: N, found: v.len() })
+}
+
+fn b256(message: &'static str, field: &'static str, v: &[u8]) -> Result<B256, WireError> {
+    fixed::<32>(message, field, v).map(B256::from)
+}
+
+fn indices(
+    message: &'static str,
+    field: &'static str,
+    v: Vec<u32>,
+    non_empty: bool,
+) -> Result<Vec<u32>, WireError> {
+    if v.len() > MAX_INDICES {
+        return Err(WireError::OutOfRange { message, field, reason: "too many indices" });
+    }
+    if non_empty && v.is_empty() {
+        return Err(WireError::OutOfRange { message, field, reason: "must not be empty" });
+    }
+    if v.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(WireError::NotAscending { message, field });
+    }
+    Ok(v)
+}
+
+fn commitment(
+    message: &'static str,
+    p: Option<pb::VerdictCommitment>,
+) -> Result<VerdictCommitment, WireError> {
+    let p = p.ok_or(WireError::MissingField { message, field: "commitment" })?;
+    let outcome = u8::try_from(p.outcome)
+        .ok()
+        .and_then(VerdictCommitment::outcome_from_onchain)
+        .ok_or(WireError::OutOfRange { message, field: "commitment.outcome", reason: "not 0 or 1" })?;
+    Ok(VerdictCommitment {
+        deal_id: b256(message, "commitment.deal_id", &p.deal_id)?,
+        spec_hash: b256(message, "commitment.spec_hash", &p.spec_hash)?,
+        delivery_hash: b256(message, "commitment.delivery_hash", &p.delivery_hash)?,
+        prestate_anchor_hash: b256(
+            message,
+            "commitment.prestate_anchor_hash",
+            &p.prestate_anchor_hash,
+        )?,
+        prestate_root: b256(message, "commitment.prestate_root", &p.prestate_root)?,
+        backend_id: b256(message, "commitment.backend_id", &p.backend_id)?,
+        backend_version_hash: b256(
+            message,
+            "commitment.backend_version_hash",
+            &p.backend_version_hash,
+        )?,
+        outcome,
+        result_hash: b256(message, "commitment.result_hash", &p.result_hash)?,
+        trace_hash: b256(message, "commitment.trace_hash", &p.trace_hash)?,
+    })
+}
+
+fn commitment_proto(c: &VerdictCommitment) -> pb::VerdictCommitment {
+    pb::VerdictCommitment {
+        deal_id: c.deal_id.to_vec(),
+        spec_hash: c.spec_hash.to_vec(),
+        delivery_hash: c.delivery_hash.to_vec(),
+        prestate_anchor_hash: c.prestate_anchor_hash.to_vec(),
+        prestate_root: c.prestate_root.to_vec(),
+        backend_id: c.backend_id.to_vec(),
+        backend_version_hash: c.backend_version_hash.to_vec(),
+        outcome: u32::from(c.onchain_outcome()),
+        result_hash: c.result_hash.to_vec(),
+        trace_hash: c.trace_hash.to_vec(),
+    }
+}
+
+/// A dispute seen on chain, gossiped so lagging nodes hear of it. Receivers act
+/// on it only after their own RPC confirms it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DisputeAnnouncement {
+    /// Chain of the escrow.
+    pub chain_id: u64,
+    /// The escrow contract.
+    pub escrow: Address,
+    /// The disputed deal.
+    pub deal_id: B256,
+    /// Its spec.
+    pub spec_hash: ContentHash,
+    /// Its delivery.
+    pub delivery_hash: ContentHash,
+    /// Its anchor.
+    pub prestate_anchor_hash: ContentHash,
+    /// The anchor's state root.
+    pub prestate_root: B256,
+    /// The backend.
+    pub backend_id: B256,
+    /// The backend version.
+    pub backend_version_hash: ContentHash,
+    /// The committee epoch pinned at challenge.
+    pub epoch: u64,
+    /// Unix time after which the deal can only time out.
+    pub resolve_deadline: u64,
+    /// Block of the `Disputed` event.
+    pub block_number: u64,
+    /// Transaction of the `Disputed` event.
+    pub tx_hash: B256,
+}
+
+impl WireMessage for DisputeAnnouncement {
+    const NAME: &'static str = "DisputeAnnouncement";
+    const MAX_LEN: usize = 1024;
+    type Proto = pb::DisputeAnnouncement;
+
+    fn from_proto(p: Self::Proto) -> Result<Self, WireError> {
+        const M: &str = "DisputeAnnouncement";
+        Ok(Self {
+            chain_id: p.chain_id,
+            escrow: Address::from(fixed::<20>(M, "escrow", &p.escrow)?),
+            deal_id: b256(M, "deal_id", &p.deal_id)?,
+            spec_hash: b256(M, "spec_hash", &p.spec_hash)?,
+            delivery_hash: b256(M, "delivery_hash", &p.delivery_hash)?,
+            prestate_anchor_hash: b256(M, "prestate_anchor_hash", &p.prestate_anchor_hash)?,
+            prestate_root: b256(M, "prestate_root", &p.prestate_root)?,
+            backend_id: b256(M, "backend_id", &p.backend_id)?,
+            backend_version_hash: b256(M, "backend_version_hash", &p.backend_version_hash)?,
+            epoch: p.epoch,
+            resolve_deadline: p.resolve_deadline,
+            block_number: p.block_number,
+            tx_hash: b256(M, "tx_hash", &p.tx_hash)?,
+        })
+    }
+
+    fn to_proto(&self) -> Self::Proto {
+        pb::DisputeAnnouncement {
+            chain_id: self.chain_id,
+            escrow: self.escrow.to_vec(),
+            deal_id: self.deal_id.to_vec(),
+            spec_hash: self.spec_hash.to_vec(),
+            delivery_hash: self.delivery_hash.to_vec(),
+            prestate_anchor_hash: self.prestate_anchor_hash.to_vec(),
+            prestate_root: self.prestate_root.to_vec(),
+            backend_id: self.backend_id.to_vec(),
+            backend_version_hash: self.backend_version_hash.to_vec(),
+            epoch: self.epoch,
+            resolve_deadline: self.resolve_deadline,
+            block_number: self.block_number,
+            tx_hash: self.tx_hash.to_vec(),
+        }
+    }
+}
+
+/// One resolver's partial signature over a commitment's EIP-712 digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignedVerdict {
+    /// What was signed.
+    pub commitment: VerdictCommitment,
+    /// The committee epoch the signer belongs to.
+    pub epoch: u64,
+    /// The signer's index in that epoch.
+    pub signer_index: u32,
+    /// Compressed G2 signature.
+    pub signature: SignatureBytes,
+}
+
+impl WireMessage for SignedVerdict {
+    const NAME: &'static str = "SignedVerdict";
+    const MAX_LEN: usize = MAX_GOSSIP_LEN;
+    type Proto = pb::SignedVerdict;
+
+    fn from_proto(p: Self::Proto) -> Result<Self, WireError> {
+        Ok(Self {
+            commitment: commitment(Self::NAME, p.commitment)?,
+            epoch: p.epoch,
+            signer_index: p.signer_index,
+            signature: fixed(Self::NAME, "signature", &p.signature)?,
+        })
+    }
+
+    fn to_proto(&self) -> Self::Proto {
+        pb::SignedVerdict {
+            commitment: Some(commitment_proto(&self.commitment)),
+            epoch: self.epoch,
+            signer_index: self.signer_index,
+            signature: self.signature.to_vec(),
+        }
+    }
+}
+
+/// A quorum certificate: all members of `epoch` signed except `non_signer_indices`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuorumCertificate {
+    /// What was signed.
+    pub commitment: VerdictCommitment,
+    /// The committee epoch.
+    pub epoch: u64,
+    /// Members who did not sign, strictly ascending.
+    pub non_signer_indices: Vec<u32>,
+    /// Aggregate of the signers' signatures.
+    pub aggregate_signature: SignatureBytes,
+}
+
+impl WireMessage for QuorumCertificate {
+    const NAME: &'static str = "QuorumCertificate";
+    const MAX_LEN: usize = MAX_GOSSIP_LEN;
+    type Proto = pb::QuorumCertificate;
+
+    fn from_proto(p: Self::Proto) -> Result<Self, WireError> {
+        Ok(Self {
+            commitment: commitment(Self::NAME, p.commitment)?,
+            epoch: p.epoch,
+            non_signer_indices: indices(
+                Self::NAME,
+                "non_signer_indices",
+                p.non_signer_indices,
+                false,
+            )?,
+            aggregate_signature: fixed(Self::NAME, "aggregate_signature", &p.aggregate_signature)?,
+        })
+    }
+
+    fn to_proto(&self) -> Self::Proto {
+        pb::QuorumCertificate {
+            commitment: Some(commitment_proto(&self.commitment)),
+            epoch: self.epoch,
+            non_signer_indices: self.non_signer_indices.clone(),
+            aggregate_signature: self.aggregate_signature.to_vec(),
+        }
+    }
+}
+
+/// An aggregate signature over one commitment by an explicit, non-empty signer set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignerAggregate {
+    /// What was signed.
+    pub commitment: VerdictCommitment,
+    /// The committee epoch.
+    pub epoch: u64,
+    /// Signers, strictly ascending, non-empty.
+    pub signer_indices: Vec<u32>,
+    /// Aggregate of their signatures.
+    pub aggregate_signature: SignatureBytes,
+}
+
+impl SignerAggregate {
+    fn from_proto(message: &'static str, p: pb::SignerAggregate) -> Result<Self, WireError> {
+        Ok(Self {
+            commitment: commitment(message, p.commitment)?,
+            epoch: p.epoch,
+            signer_indices: indices(message, "signer_indices", p.signer_indices, true)?,
+            aggregate_signature: fixed(message, "aggregate_signature", &p.aggregate_signature)?,
+        })
+    }
+
+    fn to_proto(&self) -> pb::SignerAggregate {
+        pb::SignerAggregate {
+            commitment: Some(commitment_proto(&self.commitment)),
+            epoch: self.epoch,
+            signer_indices: self.signer_indices.clone(),
+            aggregate_signature: self.aggregate_signature.to_vec(),
+        }
+    }
+}
+
+/// Two aggregates over different commitments for the same deal. Only the shape
+/// is checked here; signatures and the signer intersection are the consensus
+/// crate's and the registry's to verify.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConflictEvidence {
+    /// One aggregate.
+    pub first: SignerAggregate,
+    /// The other, over a different commitment for the same deal.
+    pub second: SignerAggregate,
+}
+
+impl WireMessage for ConflictEvidence {
+    const NAME: &'static str = "ConflictEvidence";
+    const MAX_LEN: usize = MAX_GOSSIP_LEN;
+    type Proto = pb::ConflictEvidence;
+
+    fn from_proto(p: Self::Proto) -> Result<Self, WireError> {
+        const M: &str = "ConflictEvidence";
+        let first = p.first.ok_or(WireError::MissingField { message: M, field: "first" })?;
+        let second = p.second.ok_or(WireError::MissingField { message: M, field: "second" })?;
+        let first = SignerAggregate::from_proto(M, first)?;
+        let second = SignerAggregate::from_proto(M, second)?;
+        if first.commitment.deal_id != second.commitment.deal_id {
+            return Err(WireError::NotAConflict { reason: "different deals" });
+        }
+        if first.commitment == second.commitment {
+            return Err(WireError::NotAConflict { reason: "same commitment" });
+        }
+        Ok(Self { first, second })
+    }
+
+    fn to_proto(&self) -> Self::Proto {
+        pb::ConflictEvidence {
+            first: Some(self.first.to_proto()),
+            second: Some(self.second.to_proto()),
+        }
+    }
+}
+
+/// A request for content by hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContentRequest {
+    /// The content hash.
+    pub hash: ContentHash,
+    /// The type tag the hash is taken under (one of [`TYPE_TAGS`]).
+    pub type_tag: &'static str,
+}
+
+impl WireMessage for ContentRequest {
+    const NAME: &'static str = "ContentRequest";
+    const MAX_LEN: usize = 256;
+    type Proto = pb::ContentRequest;
+
+    fn from_proto(p: Self::Proto) -> Result<Self, WireError> {
+        let type_tag = TYPE_TAGS.iter().map(|(t, _)| *t).find(|t| *t == p.type_tag).ok_or(
+            WireError::OutOfRange {
+                message: Self::NAME,
+                field: "type_tag",
+                reason: "not a known type tag",
+            },
+        )?;
+        Ok(Self { hash: b256(Self::NAME, "hash", &p.hash)?, type_tag })
+    }
+
+    fn to_proto(&self) -> Self::Proto {
+        pb::ContentRequest { hash: self.hash.to_vec(), type_tag: self.type_tag.to_owned() }
+    }
+}
+
+/// Why a peer could not serve content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContentUnavailable {
+    /// The peer does not hold it.
+    NotFound,
+    /// The content exceeds the response limit.
+    TooLarge,
+}
+
+/// A response to a [`ContentRequest`]. The bytes are unverified until the
+/// requester hashes them (see [`crate::decode_committed`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContentResponse {
+    /// The hash requested.
+    pub hash: ContentHash,
+    /// The content, or why there is none.
+    pub result: Result<Bytes, ContentUnavailable>,
+}
+
+impl WireMessage for ContentResponse {
+    const NAME: &'static str = "ContentResponse";
+    const MAX_LEN: usize = MAX_CONTENT_RESPONSE_LEN;
+    type Proto = pb::ContentResponse;
+
+    fn from_proto(p: Self::Proto) -> Result<Self, WireError> {
+        use pb::content_response::Result as R;
+        const M: &str = "ContentResponse";
+        let result = match p.result {
+            Some(R::Content(bytes)) if bytes.len() <= MAX_DOCUMENT_LEN => Ok(Bytes::from(bytes)),
+            Some(R::Content(_)) => {
+                return Err(WireError::OutOfRange {
+                    message: M,
+                    field: "content",
+                    reason: "larger than a canonical document may be",
+                })
+            }
+            Some(R::Error(code)) => match pb::ContentError::try_from(code) {
+                Ok(pb::ContentError::NotFound) => Err(ContentUnavailable::NotFound),
+                Ok(pb::ContentError::TooLarge) => Err(ContentUnavailable::TooLarge),
+                _ => {
+                    return Err(WireError::OutOfRange {
+                        message: M,
+                        field: "error",
+                        reason: "unknown error code",
+                    })
+                }
+            },
+            None => return Err(WireError::MissingField { message: M, field: "result" }),
+        };
+        Ok(Self { hash: b256(M, "hash", &p.hash)?, result })
+    }
+
+    fn to_proto(&self) -> Self::Proto {
+        use pb::content_response::Result as R;
+        let result = match &self.result {
+            Ok(bytes) => R::Content(bytes.to_vec()),
+            Err(ContentUnavailable::NotFound) => R::Error(pb::ContentError::NotFound as i32),
+            Err(ContentUnavailable::TooLarge) => R::Error(pb::ContentError::TooLarge as i32),
+        };
+        pb::ContentResponse { hash: self.hash.to_vec(), result: Some(result) }
+    }
+}
