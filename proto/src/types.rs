@@ -207,11 +207,8 @@ impl Canonical for DeliveryV1 {
             claimed_result: r.bytes(4)?.into(),
             attachments: r.list(5)?,
         };
-        let witnesses = delivery
-            .attachments
-            .iter()
-            .filter(|a| a.kind == AttachmentKind::ReplayWitness)
-            .count();
+        let witnesses =
+            delivery.attachments.iter().filter(|a| a.kind == AttachmentKind::ReplayWitness).count();
         if witnesses > 1 {
             return Err(DecodeError::DuplicateWitness);
         }

@@ -144,7 +144,7 @@ pub fn evm_result_hash(return_data: &[u8]) -> ContentHash {
 /// decoder checks that `traceHash` commits to exactly those fields
 /// (`InconsistentTraceHash`). Build envelopes with [`VerdictEnvelopeV1::new`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct VerdictEnvelopeV1 {
     /// The disputed deal.
     pub deal_id: B256,

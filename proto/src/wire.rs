@@ -6,9 +6,7 @@
 //! never hashed or signed; what is signed is the EIP-712 digest of the
 //! [`VerdictCommitment`] inside.
 
-use crate::{
-    codec::MAX_DOCUMENT_LEN, hash::TYPE_TAGS, ContentHash, VerdictCommitment, WireError,
-};
+use crate::{codec::MAX_DOCUMENT_LEN, hash::TYPE_TAGS, ContentHash, VerdictCommitment, WireError};
 use alloy_primitives::{Address, Bytes, B256};
 use prost::Message;
 
@@ -70,7 +68,12 @@ fn fixed<const N: usize>(
     field: &'static str,
     v: &[u8],
 ) -> Result<[u8; N], WireError> {
-    v.try_into().map_err(|_| WireError::InvalidLength { message, field, expected: N, found: v.len() })
+    v.try_into().map_err(|_| WireError::InvalidLength {
+        message,
+        field,
+        expected: N,
+        found: v.len(),
+    })
 }
 
 fn b256(message: &'static str, field: &'static str, v: &[u8]) -> Result<B256, WireError> {
@@ -100,10 +103,10 @@ fn commitment(
     p: Option<pb::VerdictCommitment>,
 ) -> Result<VerdictCommitment, WireError> {
     let p = p.ok_or(WireError::MissingField { message, field: "commitment" })?;
-    let outcome = u8::try_from(p.outcome)
-        .ok()
-        .and_then(VerdictCommitment::outcome_from_onchain)
-        .ok_or(WireError::OutOfRange { message, field: "commitment.outcome", reason: "not 0 or 1" })?;
+    let outcome =
+        u8::try_from(p.outcome).ok().and_then(VerdictCommitment::outcome_from_onchain).ok_or(
+            WireError::OutOfRange { message, field: "commitment.outcome", reason: "not 0 or 1" },
+        )?;
     Ok(VerdictCommitment {
         deal_id: b256(message, "commitment.deal_id", &p.deal_id)?,
         spec_hash: b256(message, "commitment.spec_hash", &p.spec_hash)?,

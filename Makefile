@@ -1,0 +1,45 @@
+# resolvd developer entry points. `make test` is the one command CI runs.
+#
+# Tools live in .tools/ (see deploy/toolchain/bootstrap.sh); set CARGO_TARGET_DIR
+# to share a warm build across clones (.ci/run does).
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+TOOLS := $(CURDIR)/.tools
+export PATH := $(TOOLS)/bin:$(PATH)
+export FOUNDRY_SOLC := $(TOOLS)/bin/solc
+
+.PHONY: test tools fmt lint rust-test contracts-test vectors fuzz
+
+## test: install what is missing, then every check and every test.
+test: tools lint contracts-test rust-test
+
+## tools: Foundry + solc (npm), libclang-dev (apt), cargo-nextest.
+tools:
+	deploy/toolchain/bootstrap.sh
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+	cd contracts && forge fmt --check
+
+rust-test:
+	cargo nextest run --workspace --locked --no-fail-fast
+
+contracts-test:
+	cd contracts && forge test
+
+## fmt: format Rust and Solidity.
+fmt:
+	cargo fmt --all
+	cd contracts && forge fmt
+
+## vectors: regenerate proto/vectors from proto/tests/it/samples.rs (review the diff!).
+vectors:
+	cargo test -p resolvd-proto --test it -- --ignored write_golden_vectors
+
+## fuzz: run every proto fuzz target for FUZZ_SECONDS (default 60) each.
+FUZZ_SECONDS ?= 60
+fuzz:
+	cd proto/fuzz && for t in $$(cargo fuzz list); do \
+	  RUSTC_BOOTSTRAP=1 cargo fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096; done

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+/// @notice The few forge cheatcodes resolvd's tests use (forge-std is not available offline).
+interface Vm {
+    function readFile(string calldata path) external view returns (string memory);
+    function projectRoot() external view returns (string memory);
+    function keyExistsJson(string calldata json, string calldata key) external view returns (bool);
+    function parseJsonBytes32(string calldata json, string calldata key)
+        external
+        pure
+        returns (bytes32);
+    function parseJsonString(string calldata json, string calldata key)
+        external
+        pure
+        returns (string memory);
+    function parseJsonUint(string calldata json, string calldata key)
+        external
+        pure
+        returns (uint256);
+    function parseJsonAddress(string calldata json, string calldata key)
+        external
+        pure
+        returns (address);
+    function toString(uint256 value) external pure returns (string memory);
+}
+
+/// @notice Base for tests: the cheatcode handle.
+abstract contract TestBase {
+    Vm internal constant vm = Vm(address(uint160(uint256(keccak256("hevm cheat code")))));
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs resolvd's toolchain into .tools/ (git-ignored). Idempotent: what is
+# already installed at the pinned version is left alone, so it runs offline once
+# the tools are there.
+#
+#   .tools/npm/     Foundry 1.7.1 (forge, anvil, cast) and solc 0.8.30 (solcjs),
+#                   from npm, pinned by deploy/toolchain/package-lock.json
+#   .tools/bin/     forge, anvil, cast, and `solc` (our shim over solcjs)
+#   apt             libclang-dev (bindgen for RocksDB), when missing
+#   cargo           cargo-nextest, when missing
+#
+# Environment: RESOLVD_TOOLS overrides the install folder.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+tools=${RESOLVD_TOOLS:-$root/.tools}
+mkdir -p "$tools/bin" "$tools/npm"
+
+say() { printf 'bootstrap: %s\n' "$*"; }
+
+# --- apt packages the Rust build needs ----------------------------------------
+missing=()
+dpkg -s libclang-dev >/dev/null 2>&1 || missing+=(libclang-dev)
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -ne 0 ]; then
+    say "missing apt packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})"
+    exit 1
+  fi
+  say "installing apt packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- Foundry and solc from npm ------------------------------------------------
+command -v npm >/dev/null || { say "npm not found: install Node.js 20+ first"; exit 1; }
+lock="$here/package-lock.json"
+stamp="$tools/npm/.lock.sha256"
+want=$(sha256sum "$lock" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ ! -x "$tools/npm/node_modules/.bin/forge" ]; then
+  say "installing Foundry and solc from npm into $tools/npm"
+  cp "$here/package.json" "$lock" "$tools/npm/"
+  npm ci --prefix "$tools/npm" --no-audit --no-fund --loglevel=error >/dev/null
+  echo "$want" >"$stamp"
+fi
+for bin in forge anvil cast; do
+  ln -sf "../npm/node_modules/.bin/$bin" "$tools/bin/$bin"
+done
+install -m 0755 "$here/solc.cjs" "$tools/bin/solc"
+
+# --- cargo-nextest ------------------------------------------------------------
+if ! cargo nextest --version >/dev/null 2>&1; then
+  say "installing cargo-nextest (one-time, a few minutes)"
+  cargo install --locked cargo-nextest >/dev/null
+fi
+
+# --- report -------------------------------------------------------------------
+say "forge:   $("$tools/bin/forge" --version | head -n1)"
+say "anvil:   $("$tools/bin/anvil" --version | head -n1)"
+say "cast:    $("$tools/bin/cast" --version | head -n1)"
+say "solc:    $("$tools/bin/solc" --version | tail -n1) (solcjs shim: $tools/bin/solc)"
+say "nextest: $(cargo nextest --version | head -n1)"
+say "clang:   $(dpkg-query -W -f='libclang-dev ${Version}' libclang-dev)"

@@ -1,0 +1,342 @@
+//! Property tests: for every content and wire type, encode -> decode -> encode
+//! is the identity, and decoding arbitrary bytes never panics.
+
+use alloy_primitives::{Address, Bytes, B256, U256};
+use proptest::{collection::vec, option, prelude::*};
+use resolvd_proto::{
+    wire::{
+        ConflictEvidence, ContentRequest, ContentResponse, ContentUnavailable, DisputeAnnouncement,
+        QuorumCertificate, SignedVerdict, SignerAggregate, WireMessage,
+    },
+    AttachmentKind, AttachmentV1, BackendVersionPolicy, Canonical, Checks, DeliveryV1, EvmAnchorV1,
+    EvmCallPlanV1, EvmSpecId, NoncePolicy, PredicateCommitmentV1, PrestateAnchorV1,
+    ReexecRequestV1, ReexecVerdict, ReplayRecordV1, ResultEquals, SlotBounds, SlotEquals, SpecV1,
+    VerdictCommitment, VerdictEnvelopeV1,
+};
+use std::fmt::Debug;
+
+fn b256() -> impl Strategy<Value = B256> {
+    any::<[u8; 32]>().prop_map(B256::from)
+}
+
+fn address() -> impl Strategy<Value = Address> {
+    any::<[u8; 20]>().prop_map(Address::from)
+}
+
+/// Words biased towards small values, where minimal encoding matters most.
+fn u256() -> impl Strategy<Value = U256> {
+    prop_oneof![
+        Just(U256::ZERO),
+        any::<u64>().prop_map(U256::from),
+        any::<[u8; 32]>().prop_map(U256::from_be_bytes),
+    ]
+}
+
+fn small_u64() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0u64), 0u64..256, any::<u64>()]
+}
+
+fn bytes(max: usize) -> impl Strategy<Value = Bytes> {
+    vec(any::<u8>(), 0..max).prop_map(Bytes::from)
+}
+
+fn verdict() -> impl Strategy<Value = ReexecVerdict> {
+    prop_oneof![Just(ReexecVerdict::Reproduced), Just(ReexecVerdict::Failed)]
+}
+
+fn bounds() -> impl Strategy<Value = SlotBounds> {
+    (address(), b256(), u256(), u256()).prop_map(|(address, slot, a, b)| SlotBounds {
+        address,
+        slot,
+        min: a.min(b),
+        max: a.max(b),
+    })
+}
+
+fn predicate() -> impl Strategy<Value = PredicateCommitmentV1> {
+    let equals = (address(), b256(), u256()).prop_map(|(address, slot, expected)| SlotEquals {
+        address,
+        slot,
+        expected,
+    });
+    prop_oneof![
+        b256().prop_map(|h| PredicateCommitmentV1::ResultEquals(ResultEquals {
+            expected_result_hash: h
+        })),
+        vec(equals, 1..4)
+            .prop_map(|checks| PredicateCommitmentV1::PoststateEquals(Checks { checks })),
+        vec(bounds(), 1..4)
+            .prop_map(|checks| PredicateCommitmentV1::PoststateBounded(Checks { checks })),
+        vec(bounds(), 1..4)
+            .prop_map(|checks| PredicateCommitmentV1::PoststateDelta(Checks { checks })),
+    ]
+}
+
+fn evm_anchor() -> impl Strategy<Value = EvmAnchorV1> {
+    let spec_id = prop_oneof![
+        Just(EvmSpecId::Shanghai),
+        Just(EvmSpecId::Cancun),
+        Just(EvmSpecId::Prague),
+        Just(EvmSpecId::Osaka)
+    ];
+    (
+        (small_u64(), small_u64(), b256(), b256(), small_u64(), small_u64()),
+        (small_u64(), address(), b256(), spec_id, option::of(small_u64()), option::of(bytes(64))),
+    )
+        .prop_map(
+            |((chain_id, block_number, block_hash, state_root, timestamp, base_fee), rest)| {
+                let (gas_limit, coinbase, prevrandao, spec_id, excess_blob_gas, header) = rest;
+                EvmAnchorV1 {
+                    chain_id,
+                    block_number,
+                    block_hash,
+                    state_root,
+                    timestamp,
+                    base_fee,
+                    gas_limit,
+                    coinbase,
+                    prevrandao,
+                    spec_id,
+                    excess_blob_gas,
+                    header,
+                }
+            },
+        )
+}
+
+fn prestate_anchor() -> impl Strategy<Value = PrestateAnchorV1> {
+    (b256(), bytes(128)).prop_map(|(backend_id, body)| PrestateAnchorV1 { backend_id, body })
+}
+
+fn spec() -> impl Strategy<Value = SpecV1> {
+    (b256(), b256(), prestate_anchor(), b256(), predicate(), small_u64()).prop_map(
+        |(backend_id, accepted, prestate_anchor, schema, predicate, expiry)| SpecV1 {
+            backend_id,
+            backend_version_policy: BackendVersionPolicy::Exact,
+            accepted_backend_version_hash: accepted,
+            prestate_anchor,
+            execution_schema_hash: schema,
+            predicate,
+            expiry,
+        },
+    )
+}
+
+fn delivery() -> impl Strategy<Value = DeliveryV1> {
+    let attachment = (any::<bool>(), b256(), option::of("[a-z:/0-9é]{0,40}")).prop_map(
+        |(witness, hash, retrieval_hint)| AttachmentV1 {
+            kind: if witness {
+                AttachmentKind::ReplayWitness
+            } else {
+                AttachmentKind::Supplementary
+            },
+            hash,
+            retrieval_hint,
+        },
+    );
+    (b256(), bytes(128), bytes(64), vec(attachment, 0..4)).prop_map(
+        |(schema, plan, claimed, mut attachments)| {
+            // At most one witness is canonical: demote the others.
+            let mut seen = false;
+            for a in &mut attachments {
+                if a.kind == AttachmentKind::ReplayWitness {
+                    if seen {
+                        a.kind = AttachmentKind::Supplementary;
+                    }
+                    seen = true;
+                }
+            }
+            DeliveryV1 {
+                execution_schema_hash: schema,
+                execution_plan: plan,
+                claimed_result: claimed,
+                attachments,
+            }
+        },
+    )
+}
+
+fn call_plan() -> impl Strategy<Value = EvmCallPlanV1> {
+    let policy = prop_oneof![Just(NoncePolicy::Prestate), Just(NoncePolicy::Unchecked)];
+    (small_u64(), address(), address(), bytes(100), u256(), small_u64(), policy).prop_map(
+        |(chain_id, caller, target, calldata, value, gas_limit, nonce_policy)| EvmCallPlanV1 {
+            chain_id,
+            caller,
+            target,
+            calldata,
+            value,
+            gas_limit,
+            nonce_policy,
+        },
+    )
+}
+
+fn request() -> impl Strategy<Value = ReexecRequestV1> {
+    (b256(), bytes(64), b256(), bytes(64), b256(), bytes(64), b256(), option::of(bytes(64)))
+        .prop_map(|(deal_id, spec, sh, delivery, dh, anchor, ah, witness)| ReexecRequestV1 {
+            deal_id,
+            spec,
+            spec_hash: sh,
+            delivery,
+            delivery_hash: dh,
+            prestate_anchor: anchor,
+            prestate_anchor_hash: ah,
+            witness,
+        })
+}
+
+fn record() -> impl Strategy<Value = ReplayRecordV1> {
+    (b256(), b256(), b256(), b256(), b256(), b256(), verdict(), b256()).prop_map(
+        |(backend_id, version, spec, delivery, anchor, root, outcome, result)| ReplayRecordV1 {
+            backend_id,
+            backend_version_hash: version,
+            spec_hash: spec,
+            delivery_hash: delivery,
+            prestate_anchor_hash: anchor,
+            prestate_root: root,
+            outcome,
+            result_hash: result,
+        },
+    )
+}
+
+fn commitment() -> impl Strategy<Value = VerdictCommitment> {
+    (b256(), record()).prop_map(|(deal, r)| VerdictEnvelopeV1::new(deal, r).commitment())
+}
+
+fn indices(min: usize) -> impl Strategy<Value = Vec<u32>> {
+    proptest::collection::btree_set(any::<u32>(), min..8).prop_map(|s| s.into_iter().collect())
+}
+
+fn aggregate() -> impl Strategy<Value = SignerAggregate> {
+    (commitment(), small_u64(), indices(1), any::<[u8; 32]>()).prop_map(|(c, epoch, idx, s)| {
+        SignerAggregate { commitment: c, epoch, signer_indices: idx, aggregate_signature: sig(s) }
+    })
+}
+
+fn sig(seed: [u8; 32]) -> [u8; 96] {
+    let mut out = [0u8; 96];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = seed[i % 32].wrapping_add(i as u8);
+    }
+    out
+}
+
+fn canonical_roundtrip<T: Canonical + PartialEq + Debug>(v: &T) -> Result<(), TestCaseError> {
+    let bytes = v.to_canonical_bytes();
+    let decoded =
+        T::from_canonical_bytes(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(&decoded, v);
+    prop_assert_eq!(decoded.to_canonical_bytes(), bytes);
+    Ok(())
+}
+
+fn wire_roundtrip<T: WireMessage + PartialEq + Debug>(v: &T) -> Result<(), TestCaseError> {
+    let bytes = v.encode_wire();
+    let decoded = T::decode_wire(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(&decoded, v);
+    prop_assert_eq!(decoded.encode_wire(), bytes);
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn spec_roundtrip(v in spec()) { canonical_roundtrip(&v)?; }
+
+    #[test]
+    fn delivery_roundtrip(v in delivery()) { canonical_roundtrip(&v)?; }
+
+    #[test]
+    fn prestate_anchor_roundtrip(v in prestate_anchor()) { canonical_roundtrip(&v)?; }
+
+    #[test]
+    fn evm_anchor_roundtrip(v in evm_anchor()) { canonical_roundtrip(&v)?; }
+
+    #[test]
+    fn call_plan_roundtrip(v in call_plan()) { canonical_roundtrip(&v)?; }
+
+    #[test]
+    fn predicate_roundtrip(v in predicate()) { canonical_roundtrip(&v)?; }
+
+    #[test]
+    fn request_roundtrip(v in request()) { canonical_roundtrip(&v)?; }
+
+    #[test]
+    fn record_roundtrip(v in record()) { canonical_roundtrip(&v)?; }
+
+    #[test]
+    fn envelope_roundtrip(deal in b256(), r in record()) {
+        canonical_roundtrip(&VerdictEnvelopeV1::new(deal, r))?;
+    }
+
+    #[test]
+    fn commitment_abi_roundtrip(c in commitment()) {
+        prop_assert_eq!(VerdictCommitment::from_abi(&c.to_abi()), Some(c));
+    }
+
+    #[test]
+    fn dispute_announcement_roundtrip(
+        c in commitment(), chain_id in small_u64(), escrow in address(),
+        epoch in small_u64(), deadline in small_u64(), block in small_u64(), tx in b256(),
+    ) {
+        wire_roundtrip(&DisputeAnnouncement {
+            chain_id,
+            escrow,
+            deal_id: c.deal_id,
+            spec_hash: c.spec_hash,
+            delivery_hash: c.delivery_hash,
+            prestate_anchor_hash: c.prestate_anchor_hash,
+            prestate_root: c.prestate_root,
+            backend_id: c.backend_id,
+            backend_version_hash: c.backend_version_hash,
+            epoch,
+            resolve_deadline: deadline,
+            block_number: block,
+            tx_hash: tx,
+        })?;
+    }
+
+    #[test]
+    fn signed_verdict_roundtrip(c in commitment(), epoch in small_u64(), idx in any::<u32>(), s in any::<[u8; 32]>()) {
+        wire_roundtrip(&SignedVerdict { commitment: c, epoch, signer_index: idx, signature: sig(s) })?;
+    }
+
+    #[test]
+    fn certificate_roundtrip(c in commitment(), epoch in small_u64(), idx in indices(0), s in any::<[u8; 32]>()) {
+        wire_roundtrip(&QuorumCertificate {
+            commitment: c,
+            epoch,
+            non_signer_indices: idx,
+            aggregate_signature: sig(s),
+        })?;
+    }
+
+    #[test]
+    fn conflict_roundtrip(a in aggregate(), b in aggregate()) {
+        // Same deal, different commitments.
+        let mut b = b;
+        b.commitment.deal_id = a.commitment.deal_id;
+        prop_assume!(a.commitment != b.commitment);
+        wire_roundtrip(&ConflictEvidence { first: a, second: b })?;
+    }
+
+    #[test]
+    fn content_roundtrip(h in b256(), content in option::of(bytes(256)), tag in 0usize..resolvd_proto::hash::TYPE_TAGS.len()) {
+        wire_roundtrip(&ContentRequest { hash: h, type_tag: resolvd_proto::hash::TYPE_TAGS[tag].0 })?;
+        wire_roundtrip(&ContentResponse { hash: h, result: content.ok_or(ContentUnavailable::NotFound) })?;
+    }
+
+    #[test]
+    fn decoders_never_panic(bytes in vec(any::<u8>(), 0..256)) {
+        let _ = SpecV1::from_canonical_bytes(&bytes);
+        let _ = DeliveryV1::from_canonical_bytes(&bytes);
+        let _ = EvmAnchorV1::from_canonical_bytes(&bytes);
+        let _ = EvmCallPlanV1::from_canonical_bytes(&bytes);
+        let _ = PredicateCommitmentV1::from_canonical_bytes(&bytes);
+        let _ = VerdictEnvelopeV1::from_canonical_bytes(&bytes);
+        let _ = SignedVerdict::decode_wire(&bytes);
+        let _ = QuorumCertificate::decode_wire(&bytes);
+        let _ = ConflictEvidence::decode_wire(&bytes);
+        let _ = ContentResponse::decode_wire(&bytes);
+    }
+}
