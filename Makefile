@@ -41,5 +41,5 @@ vectors:
 ## fuzz: run every proto fuzz target for FUZZ_SECONDS (default 60) each.
 FUZZ_SECONDS ?= 60
 fuzz:
-	cd proto/fuzz && for t in $$(cargo fuzz list); do \
+	cd proto/fuzz && ./seed_corpus.py && for t in $$(cargo fuzz list); do \
 	  RUSTC_BOOTSTRAP=1 cargo fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096; done
