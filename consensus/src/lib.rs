@@ -1,7 +1,31 @@
-//! resolvd-consensus: BLS12-381 keys, partial signatures, quorum certificates,
-//! committee snapshots, conflict evidence and slashing-protection rules.
+//! resolvd-consensus: BLS12-381 keys and signatures, committee snapshots,
+//! quorum certificates, conflict evidence and slashing-protection rules.
+//!
+//! - [`bls`]: keys (EIP-2333 derivation), proof of possession, sign / verify /
+//!   aggregate, EIP-2537 encodings; every decoded point is subgroup- and
+//!   infinity-checked.
+//! - [`batch`]: same-digest batch verification (one pairing, bisection on
+//!   failure) and randomised multi-digest verification.
+//! - [`Committee`], [`QuorumCertificate`], [`CertificateBuilder`]: the
+//!   threshold rule `signed * 10000 >= total * thresholdBps` and the state
+//!   machine that turns partials into certificates.
+//! - [`conflict`]: equivocation detection and slashable evidence.
+//! - [`protection`]: the rule that a node never signs two different
+//!   commitments for one deal, over a storage trait (RocksDB lives in `node`).
 //!
 //! It is pure and synchronous: no IO, no clock, no randomness except what the
-//! caller passes in. It must never sign two different commitments for one deal.
-//!
-//! This crate is filled by the consensus issue; it holds no code yet.
+//! caller passes in.
+
+pub mod batch;
+pub mod bls;
+mod certificate;
+mod committee;
+pub mod conflict;
+mod error;
+pub mod protection;
+
+pub use bls::{PublicKey, SecretKey, Signature, POP_DST, SIGNATURE_DST};
+pub use certificate::{Attestation, BuilderEvent, CertificateBuilder, Queued, QuorumCertificate};
+pub use committee::{Committee, Member, BPS, DEFAULT_THRESHOLD_BPS};
+pub use conflict::{ConflictDetector, ConflictEvidence};
+pub use error::{Error, Result};

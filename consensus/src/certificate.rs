@@ -1,0 +1,355 @@
+//! Quorum certificates, signer aggregates, and the certificate builder.
+
+use crate::{
+    batch::{self, Item},
+    Committee, Error, PublicKey, Result, Signature,
+};
+use alloy_primitives::{B256, U256};
+use resolvd_proto::{
+    wire::{self, SignedVerdict},
+    VerdictCommitment, VerdictDomain,
+};
+use std::collections::BTreeMap;
+
+/// A quorum certificate: every member of `epoch` signed `commitment` except
+/// `non_signers`. This is what `Escrow.resolve` takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuorumCertificate {
+    /// What was signed.
+    pub commitment: VerdictCommitment,
+    /// The committee epoch.
+    pub epoch: u64,
+    /// Members who did not sign, strictly ascending.
+    pub non_signers: Vec<u32>,
+    /// Aggregate signature of the signers.
+    pub signature: Signature,
+}
+
+impl QuorumCertificate {
+    /// Validates a wire certificate's signature encoding (shape only; use
+    /// [`Self::verify`] against the committee).
+    pub fn from_wire(w: &wire::QuorumCertificate) -> Result<Self> {
+        Ok(Self {
+            commitment: w.commitment,
+            epoch: w.epoch,
+            non_signers: w.non_signer_indices.clone(),
+            signature: Signature::from_compressed(&w.aggregate_signature)?,
+        })
+    }
+
+    /// The wire form.
+    pub fn to_wire(&self) -> wire::QuorumCertificate {
+        wire::QuorumCertificate {
+            commitment: self.commitment,
+            epoch: self.epoch,
+            non_signer_indices: self.non_signers.clone(),
+            aggregate_signature: self.signature.compress(),
+        }
+    }
+
+    /// Verifies the certificate against its epoch's committee: indices,
+    /// threshold, and one pairing check against the signers' aggregate key.
+    /// Returns the signing stake.
+    pub fn verify(&self, committee: &Committee, domain: &VerdictDomain) -> Result<U256> {
+        if self.epoch != committee.epoch() {
+            return Err(Error::WrongEpoch { expected: committee.epoch(), found: self.epoch });
+        }
+        let missing = committee.stake_of(&self.non_signers)?;
+        let signed = committee.total_stake() - missing;
+        if !committee.meets_threshold(signed) {
+            return Err(Error::BelowThreshold {
+                signed,
+                total: committee.total_stake(),
+                threshold_bps: committee.threshold_bps(),
+            });
+        }
+        let signers = committee.complement(&self.non_signers)?;
+        let key =
+            PublicKey::aggregate(signers.iter().map(|&i| &committee.members()[i as usize].key))?;
+        self.signature.verify(&key, &self.commitment.eip712_digest(domain))?;
+        Ok(signed)
+    }
+
+    /// This certificate as an explicit signer aggregate (for evidence).
+    pub fn attestation(&self, committee: &Committee) -> Result<Attestation> {
+        Ok(Attestation {
+            commitment: self.commitment,
+            epoch: self.epoch,
+            signers: committee.complement(&self.non_signers)?,
+            signature: self.signature,
+        })
+    }
+}
+
+/// An aggregate signature over one commitment by an explicit, non-empty set of
+/// signers. A single partial signature is an attestation of one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attestation {
+    /// What was signed.
+    pub commitment: VerdictCommitment,
+    /// The committee epoch of the signer indices.
+    pub epoch: u64,
+    /// Signers, strictly ascending, non-empty.
+    pub signers: Vec<u32>,
+    /// Their aggregate signature.
+    pub signature: Signature,
+}
+
+impl Attestation {
+    /// One partial signature as an attestation (its signature already decoded).
+    pub fn single(p: &SignedVerdict, signature: Signature) -> Self {
+        Self { commitment: p.commitment, epoch: p.epoch, signers: vec![p.signer_index], signature }
+    }
+
+    /// Validates a wire aggregate's signature encoding.
+    pub fn from_wire(w: &wire::SignerAggregate) -> Result<Self> {
+        Ok(Self {
+            commitment: w.commitment,
+            epoch: w.epoch,
+            signers: w.signer_indices.clone(),
+            signature: Signature::from_compressed(&w.aggregate_signature)?,
+        })
+    }
+
+    /// The wire form.
+    pub fn to_wire(&self) -> wire::SignerAggregate {
+        wire::SignerAggregate {
+            commitment: self.commitment,
+            epoch: self.epoch,
+            signer_indices: self.signers.clone(),
+            aggregate_signature: self.signature.compress(),
+        }
+    }
+
+    /// Verifies the aggregate against its epoch's committee (one pairing check).
+    pub fn verify(&self, committee: &Committee, domain: &VerdictDomain) -> Result<()> {
+        if self.epoch != committee.epoch() {
+            return Err(Error::WrongEpoch { expected: committee.epoch(), found: self.epoch });
+        }
+        if self.signers.is_empty() {
+            return Err(Error::EmptyAggregate);
+        }
+        committee.check_indices(&self.signers)?;
+        let key = PublicKey::aggregate(
+            self.signers.iter().map(|&i| &committee.members()[i as usize].key),
+        )?;
+        self.signature.verify(&key, &self.commitment.eip712_digest(domain))
+    }
+}
+
+/// Why [`CertificateBuilder::on_partial`] did not queue a partial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Queued {
+    /// Queued for the next [`CertificateBuilder::process`].
+    New,
+    /// This signer's partial for this digest is already queued or verified.
+    Duplicate,
+}
+
+/// What [`CertificateBuilder::process`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BuilderEvent {
+    /// A partial verified and was added to its digest's group.
+    Verified {
+        /// The signer.
+        signer: u32,
+        /// The digest signed.
+        digest: B256,
+    },
+    /// A partial failed verification (penalise its sender).
+    Invalid {
+        /// The claimed signer.
+        signer: u32,
+        /// The digest it claimed to sign.
+        digest: B256,
+    },
+    /// A digest reached the threshold: here is its certificate (emitted once).
+    Certificate(Box<QuorumCertificate>),
+}
+
+#[derive(Debug)]
+struct Group {
+    commitment: VerdictCommitment,
+    signers: BTreeMap<u32, Signature>,
+    stake: U256,
+    certified: bool,
+}
+
+#[derive(Debug)]
+struct Pending {
+    digest: B256,
+    commitment: VerdictCommitment,
+    signer: u32,
+    signature: Signature,
+}
+
+/// Collects partial signatures for one epoch and domain, verifies them in
+/// batches, groups them by digest, and yields a certificate per digest that
+/// reaches the threshold.
+///
+/// A state machine in the STYLE.md sense: [`Self::on_partial`] does the cheap
+/// checks and queues; [`Self::process`] does the pairing work (call it from a
+/// blocking worker) and returns typed events.
+#[derive(Debug)]
+pub struct CertificateBuilder {
+    committee: Committee,
+    domain: VerdictDomain,
+    groups: BTreeMap<B256, Group>,
+    pending: Vec<Pending>,
+}
+
+impl CertificateBuilder {
+    /// A builder for `committee`'s epoch under `domain`.
+    pub fn new(committee: Committee, domain: VerdictDomain) -> Self {
+        Self { committee, domain, groups: BTreeMap::new(), pending: Vec::new() }
+    }
+
+    /// The committee.
+    pub fn committee(&self) -> &Committee {
+        &self.committee
+    }
+
+    /// Number of partials waiting for [`Self::process`].
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Stake of the verified signers of `digest`.
+    pub fn signed_stake(&self, digest: &B256) -> U256 {
+        self.groups.get(digest).map_or(U256::ZERO, |g| g.stake)
+    }
+
+    /// Cheap checks (epoch, membership, signature encoding and subgroup,
+    /// duplicates), then queues the partial. Errors mean a malformed or
+    /// foreign partial: penalise the sender.
+    pub fn on_partial(&mut self, p: &SignedVerdict) -> Result<Queued> {
+        if p.epoch != self.committee.epoch() {
+            return Err(Error::WrongEpoch { expected: self.committee.epoch(), found: p.epoch });
+        }
+        self.committee.member(p.signer_index)?;
+        let digest = p.commitment.eip712_digest(&self.domain);
+        let known =
+            self.groups.get(&digest).is_some_and(|g| g.signers.contains_key(&p.signer_index))
+                || self.pending.iter().any(|q| q.digest == digest && q.signer == p.signer_index);
+        if known {
+            return Ok(Queued::Duplicate);
+        }
+        let signature = Signature::from_compressed(&p.signature)?;
+        self.pending.push(Pending {
+            digest,
+            commitment: p.commitment,
+            signer: p.signer_index,
+            signature,
+        });
+        Ok(Queued::New)
+    }
+
+    /// Verifies every queued partial: one aggregate pairing check per digest
+    /// with two or more partials (bisecting on failure), one randomised
+    /// multi-pairing over the digests with a single partial. `seed` feeds the
+    /// random scalars; pass fresh OS randomness.
+    pub fn process(&mut self, seed: &[u8; 32]) -> Vec<BuilderEvent> {
+        let mut by_digest: BTreeMap<B256, Vec<Pending>> = BTreeMap::new();
+        for p in std::mem::take(&mut self.pending) {
+            by_digest.entry(p.digest).or_default().push(p);
+        }
+        let mut events = Vec::new();
+        let mut accepted: Vec<Pending> = Vec::new();
+        let mut singles: Vec<Pending> = Vec::new();
+        for (digest, batch) in by_digest {
+            if batch.len() == 1 {
+                singles.extend(batch);
+                continue;
+            }
+            let invalid = {
+                let items: Vec<Item<'_>> = batch
+                    .iter()
+                    .map(|p| Item {
+                        key: &self.committee.members()[p.signer as usize].key,
+                        signature: &p.signature,
+                    })
+                    .collect();
+                batch::verify_same_digest(&digest, &items)
+            };
+            for (i, p) in batch.into_iter().enumerate() {
+                if invalid.binary_search(&i).is_ok() {
+                    events.push(BuilderEvent::Invalid { signer: p.signer, digest });
+                } else {
+                    accepted.push(p);
+                }
+            }
+        }
+        let invalid = {
+            let items: Vec<(B256, Item<'_>)> = singles
+                .iter()
+                .map(|p| {
+                    let key = &self.committee.members()[p.signer as usize].key;
+                    (p.digest, Item { key, signature: &p.signature })
+                })
+                .collect();
+            batch::verify_distinct(&items, seed)
+        };
+        for (i, p) in singles.into_iter().enumerate() {
+            if invalid.binary_search(&i).is_ok() {
+                events.push(BuilderEvent::Invalid { signer: p.signer, digest: p.digest });
+            } else {
+                accepted.push(p);
+            }
+        }
+        let mut touched = Vec::new();
+        for p in accepted {
+            events.push(BuilderEvent::Verified { signer: p.signer, digest: p.digest });
+            let stake = self.committee.members()[p.signer as usize].stake;
+            let group = self.groups.entry(p.digest).or_insert_with(|| Group {
+                commitment: p.commitment,
+                signers: BTreeMap::new(),
+                stake: U256::ZERO,
+                certified: false,
+            });
+            if group.signers.insert(p.signer, p.signature).is_none() {
+                group.stake += stake;
+            }
+            if !touched.contains(&p.digest) {
+                touched.push(p.digest);
+            }
+        }
+        for digest in touched {
+            if let Some(qc) = self.try_certify(&digest) {
+                events.push(BuilderEvent::Certificate(Box::new(qc)));
+            }
+        }
+        events
+    }
+
+    /// A certificate for `digest` if its group reached the threshold and none
+    /// was emitted yet. The certificate is verified once before it is returned.
+    fn try_certify(&mut self, digest: &B256) -> Option<QuorumCertificate> {
+        let group = self.groups.get_mut(digest)?;
+        if group.certified || !self.committee.meets_threshold(group.stake) {
+            return None;
+        }
+        let signature = Signature::aggregate(group.signers.values()).ok()?;
+        let mut signers = group.signers.keys().copied().peekable();
+        let non_signers: Vec<u32> = (0..self.committee.len() as u32)
+            .filter(|i| {
+                if signers.peek() == Some(i) {
+                    signers.next();
+                    false
+                } else {
+                    true
+                }
+            })
+            .collect();
+        let qc = QuorumCertificate {
+            commitment: group.commitment,
+            epoch: self.committee.epoch(),
+            non_signers,
+            signature,
+        };
+        // Batch acceptance is sound for the aggregate, but check the exact
+        // certificate that leaves this node (one pairing, once per digest).
+        qc.verify(&self.committee, &self.domain).ok()?;
+        group.certified = true;
+        Some(qc)
+    }
+}

@@ -1,0 +1,1 @@
+//! Certificate builder and conflict detector scenarios.

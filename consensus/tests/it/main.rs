@@ -1,0 +1,5 @@
+//! Integration tests of resolvd-consensus: cross-language vectors and the
+//! certificate / conflict state machines driven without a network.
+
+mod builder;
+mod vectors;
