@@ -2,32 +2,23 @@
 pragma solidity 0.8.30;
 
 import {Outcome, VerdictCommitment, VerdictHash} from "../src/libraries/VerdictHash.sol";
-import {TestBase} from "./utils/Vm.sol";
+import {Vectors} from "./utils/Vectors.sol";
 
 /// @notice Reproduces every EIP-712 vector the Rust crate pins in
 ///         proto/vectors/eip712_verdict.json: one digest, two languages.
-contract VerdictHashTest is TestBase {
+contract VerdictHashTest is Vectors {
     string internal json;
 
     function setUp() public {
-        json = vm.readFile(string.concat(vm.projectRoot(), "/../proto/vectors/eip712_verdict.json"));
+        json = _read("proto/vectors/eip712_verdict.json");
     }
 
     function _key(uint256 i, string memory field) internal pure returns (string memory) {
-        return string.concat(".vectors[", vm.toString(i), "].", field);
+        return string.concat(_at(".vectors", i), ".", field);
     }
 
-    function _commitment(uint256 i) internal view returns (VerdictCommitment memory c) {
-        c.dealId = vm.parseJsonBytes32(json, _key(i, "commitment.dealId"));
-        c.specHash = vm.parseJsonBytes32(json, _key(i, "commitment.specHash"));
-        c.deliveryHash = vm.parseJsonBytes32(json, _key(i, "commitment.deliveryHash"));
-        c.prestateAnchorHash = vm.parseJsonBytes32(json, _key(i, "commitment.prestateAnchorHash"));
-        c.prestateRoot = vm.parseJsonBytes32(json, _key(i, "commitment.prestateRoot"));
-        c.backendId = vm.parseJsonBytes32(json, _key(i, "commitment.backendId"));
-        c.backendVersionHash = vm.parseJsonBytes32(json, _key(i, "commitment.backendVersionHash"));
-        c.outcome = Outcome(vm.parseJsonUint(json, _key(i, "onchainOutcome")));
-        c.resultHash = vm.parseJsonBytes32(json, _key(i, "commitment.resultHash"));
-        c.traceHash = vm.parseJsonBytes32(json, _key(i, "commitment.traceHash"));
+    function _commitment(uint256 i) internal view returns (VerdictCommitment memory) {
+        return _commitment(json, _at(".vectors", i));
     }
 
     function _separator(uint256 i) internal view returns (bytes32) {

@@ -22,7 +22,26 @@ interface Vm {
         external
         pure
         returns (address);
+    function parseJsonBytes(string calldata json, string calldata key)
+        external
+        pure
+        returns (bytes memory);
+    function parseJsonBytesArray(string calldata json, string calldata key)
+        external
+        pure
+        returns (bytes[] memory);
+    function parseJsonUintArray(string calldata json, string calldata key)
+        external
+        pure
+        returns (uint256[] memory);
+    function parseJsonKeys(string calldata json, string calldata key)
+        external
+        pure
+        returns (string[] memory);
     function toString(uint256 value) external pure returns (string memory);
+    function snapshotGasLastCall(string calldata group, string calldata name)
+        external
+        returns (uint256 gasUsed);
 }
 
 /// @notice Base for tests: the cheatcode handle.
