@@ -9,7 +9,7 @@ TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 
-.PHONY: test tools fmt lint rust-test contracts-test vectors fuzz
+.PHONY: test tools fmt lint rust-test contracts-test vectors bench fuzz
 
 ## test: install what is missing, then every check and every test.
 test: tools lint contracts-test rust-test
@@ -34,9 +34,15 @@ fmt:
 	cargo fmt --all
 	cd contracts && forge fmt
 
-## vectors: regenerate proto/vectors from proto/tests/it/samples.rs (review the diff!).
+## vectors: regenerate the generated golden vectors (review the diff!).
 vectors:
 	cargo test -p resolvd-proto --test it -- --ignored write_golden_vectors
+	cargo test -p resolvd-consensus --test it -- --ignored write_bls_vectors
+
+## bench: criterion benchmarks and the forge gas snapshot (contracts/snapshots/).
+bench:
+	cargo bench -p resolvd-consensus --bench bls
+	cd contracts && forge test --match-contract BLSGas
 
 ## fuzz: run every proto fuzz target for FUZZ_SECONDS (default 60) each.
 FUZZ_SECONDS ?= 60

@@ -1,1 +1,227 @@
-//! Certificate builder and conflict detector scenarios.
+//! Certificate builder and conflict detector scenarios, driven without a network.
+
+use crate::vectors::{commitment, committee, domain, secret};
+use alloy_primitives::{B256, U256};
+use resolvd_consensus::{
+    protection::{MemoryStore, ProtectedSigner},
+    Attestation, BuilderEvent, CertificateBuilder, ConflictDetector, Error, Queued,
+    QuorumCertificate, Signature, DEFAULT_THRESHOLD_BPS,
+};
+use resolvd_proto::{
+    wire::{SignedVerdict, WireMessage},
+    ReexecVerdict, VerdictCommitment,
+};
+
+const SEED: [u8; 32] = [3; 32];
+
+fn partial(i: u32, c: &VerdictCommitment) -> SignedVerdict {
+    let digest = c.eip712_digest(&domain());
+    SignedVerdict {
+        commitment: *c,
+        epoch: 1,
+        signer_index: i,
+        signature: secret(i as usize).sign(&digest).compress(),
+    }
+}
+
+fn certificates(events: &[BuilderEvent]) -> Vec<QuorumCertificate> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            BuilderEvent::Certificate(qc) => Some((**qc).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn certificate_once_threshold_is_reached() {
+    // Stakes 10..40: total 100, threshold 6667 bps needs 66.67.
+    let c = committee(4, &[10, 20, 30, 40], DEFAULT_THRESHOLD_BPS);
+    let mut b = CertificateBuilder::new(c.clone(), domain());
+    let cm = commitment(7, ReexecVerdict::Reproduced);
+    let digest = cm.eip712_digest(&domain());
+
+    // 40 + 20 = 60: below.
+    assert_eq!(b.on_partial(&partial(3, &cm)).unwrap(), Queued::New);
+    assert_eq!(b.on_partial(&partial(1, &cm)).unwrap(), Queued::New);
+    assert_eq!(b.on_partial(&partial(1, &cm)).unwrap(), Queued::Duplicate);
+    assert!(certificates(&b.process(&SEED)).is_empty());
+    assert_eq!(b.signed_stake(&digest), U256::from(60));
+    assert_eq!(b.on_partial(&partial(3, &cm)).unwrap(), Queued::Duplicate);
+
+    // + 10 = 70: certificate with non-signer 2.
+    b.on_partial(&partial(0, &cm)).unwrap();
+    let qcs = certificates(&b.process(&SEED));
+    assert_eq!(qcs.len(), 1);
+    assert_eq!(qcs[0].non_signers, vec![2]);
+    assert_eq!(qcs[0].verify(&c, &domain()).unwrap(), U256::from(70));
+
+    // A late partial does not produce a second certificate.
+    b.on_partial(&partial(2, &cm)).unwrap();
+    assert!(certificates(&b.process(&SEED)).is_empty());
+
+    // The certificate survives the wire.
+    let wire = qcs[0].to_wire();
+    let back = resolvd_proto::wire::QuorumCertificate::decode_wire(&wire.encode_wire()).unwrap();
+    assert_eq!(QuorumCertificate::from_wire(&back).unwrap(), qcs[0]);
+}
+
+#[test]
+fn invalid_partials_are_reported_and_not_counted() {
+    let c = committee(5, &[1], DEFAULT_THRESHOLD_BPS);
+    let mut b = CertificateBuilder::new(c, domain());
+    let cm = commitment(8, ReexecVerdict::Failed);
+    for i in 0..5 {
+        let mut p = partial(i, &cm);
+        if i == 2 {
+            // Signer 2's slot carries signer 4's signature: valid point, wrong key.
+            p.signature = partial(4, &cm).signature;
+        }
+        b.on_partial(&p).unwrap();
+    }
+    let events = b.process(&SEED);
+    let invalid: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match e {
+            BuilderEvent::Invalid { signer, .. } => Some(*signer),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(invalid, vec![2]);
+    // 4 of 5 valid = 80 % >= 66.67 %: certificate without signer 2.
+    assert_eq!(certificates(&events)[0].non_signers, vec![2]);
+}
+
+#[test]
+fn single_partials_over_distinct_digests_use_multi_verify() {
+    let c = committee(4, &[1], DEFAULT_THRESHOLD_BPS);
+    let mut b = CertificateBuilder::new(c, domain());
+    for i in 0..4u32 {
+        let mut p = partial(i, &commitment(10 + i as u8, ReexecVerdict::Reproduced));
+        if i == 1 {
+            p.signature = secret(1).sign(&B256::ZERO).compress();
+        }
+        b.on_partial(&p).unwrap();
+    }
+    let events = b.process(&SEED);
+    let verified = events.iter().filter(|e| matches!(e, BuilderEvent::Verified { .. })).count();
+    let invalid: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            BuilderEvent::Invalid { signer, .. } => Some(*signer),
+            _ => None,
+        })
+        .collect();
+    assert_eq!((verified, invalid), (3, vec![1]));
+}
+
+#[test]
+fn foreign_and_malformed_partials_are_rejected() {
+    let c = committee(3, &[1], DEFAULT_THRESHOLD_BPS);
+    let mut b = CertificateBuilder::new(c, domain());
+    let cm = commitment(9, ReexecVerdict::Reproduced);
+    let mut p = partial(0, &cm);
+    p.epoch = 2;
+    assert!(matches!(b.on_partial(&p), Err(Error::WrongEpoch { .. })));
+    let mut p = partial(0, &cm);
+    p.signer_index = 3;
+    assert!(matches!(b.on_partial(&p), Err(Error::IndexOutOfRange { .. })));
+    let mut p = partial(0, &cm);
+    p.signature[5] ^= 0xff;
+    assert!(b.on_partial(&p).is_err());
+    assert_eq!(b.pending(), 0);
+}
+
+#[test]
+fn equivocation_is_detected_once_and_dissent_is_not() {
+    let c = committee(5, &[1], DEFAULT_THRESHOLD_BPS);
+    let d = domain();
+    let mut det = ConflictDetector::new(d.clone());
+    det.add_committee(c.clone());
+    let yes = commitment(0x42, ReexecVerdict::Reproduced);
+    let no = commitment(0x42, ReexecVerdict::Failed);
+    let single = |i: u32, cm: &VerdictCommitment| {
+        let p = partial(i, cm);
+        Attestation::single(&p, Signature::from_compressed(&p.signature).unwrap())
+    };
+    // Dissent: 0..4 sign yes, 4 signs no. Signer 4 signed no only: not evidence.
+    let sigs: Vec<Signature> = (0..4).map(|i| secret(i).sign(&yes.eip712_digest(&d))).collect();
+    let qc = QuorumCertificate {
+        commitment: yes,
+        epoch: 1,
+        non_signers: vec![4],
+        signature: Signature::aggregate(&sigs).unwrap(),
+    };
+    assert!(det.on_attestation(qc.attestation(&c).unwrap()).unwrap().is_empty());
+    assert!(det.on_attestation(single(4, &no)).unwrap().is_empty());
+
+    // Signer 1 also signs no: it signed both.
+    let ev = det.on_attestation(single(1, &no)).unwrap();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].equivocators, vec![secret(1).public_key()]);
+    // Evidence is what anyone re-verifies before slashing.
+    let committees = std::collections::BTreeMap::from([(1u64, c.clone())]);
+    resolvd_consensus::ConflictEvidence::verify(
+        ev[0].first.clone(),
+        ev[0].second.clone(),
+        &committees,
+        &d,
+    )
+    .unwrap();
+    // Reported once per deal.
+    assert!(det.on_attestation(single(1, &no)).unwrap().is_empty());
+}
+
+#[test]
+fn forged_evidence_is_refused() {
+    let c = committee(3, &[1], DEFAULT_THRESHOLD_BPS);
+    let d = domain();
+    let committees = std::collections::BTreeMap::from([(1u64, c)]);
+    let yes = commitment(1, ReexecVerdict::Reproduced);
+    let no = commitment(1, ReexecVerdict::Failed);
+    let att = |i: usize, cm: &VerdictCommitment, signer: usize| Attestation {
+        commitment: *cm,
+        epoch: 1,
+        signers: vec![i as u32],
+        signature: secret(signer).sign(&cm.eip712_digest(&d)),
+    };
+    // Signer 0 never signed "no": a signature by 2 claimed as 0's is refused.
+    let err = resolvd_consensus::ConflictEvidence::verify(
+        att(0, &yes, 0),
+        att(0, &no, 2),
+        &committees,
+        &d,
+    )
+    .unwrap_err();
+    assert_eq!(err, Error::VerifyFailed);
+    let err = resolvd_consensus::ConflictEvidence::verify(
+        att(0, &yes, 0),
+        att(1, &no, 1),
+        &committees,
+        &d,
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::NotAConflict { .. }));
+}
+
+#[test]
+fn protected_signer_output_feeds_the_builder() {
+    let c = committee(3, &[1], DEFAULT_THRESHOLD_BPS);
+    let d = domain();
+    let mut b = CertificateBuilder::new(c, d.clone());
+    let cm = commitment(5, ReexecVerdict::Reproduced);
+    for i in 0..3usize {
+        let mut signer = ProtectedSigner::new(secret(i), MemoryStore::default());
+        let sig = signer.sign(&d, &cm).unwrap();
+        assert!(signer.sign(&d, &commitment(5, ReexecVerdict::Failed)).is_err());
+        b.on_partial(&SignedVerdict {
+            commitment: cm,
+            epoch: 1,
+            signer_index: i as u32,
+            signature: sig.compress(),
+        })
+        .unwrap();
+    }
+    assert_eq!(certificates(&b.process(&SEED)).len(), 1);
+}

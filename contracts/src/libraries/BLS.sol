@@ -21,6 +21,8 @@ library BLS {
     error BLSPointAtInfinity();
     /// @notice A G1 encoding whose 16-byte limb padding is not zero.
     error BLSInvalidPadding();
+    /// @notice A key index beyond the key table.
+    error BLSIndexOutOfRange(uint256 index, uint256 length);
     /// @notice A domain separation tag longer than 255 bytes.
     error BLSDstTooLong(uint256 length);
 
@@ -164,16 +166,47 @@ library BLS {
         if (!ok) revert BLSPrecompileFailed(G1ADD);
     }
 
-    /// @notice The aggregate key of an epoch minus the keys of its non-signers.
-    function subtractG1(bytes memory aggregate, bytes[] memory nonSignerKeys)
-        internal
-        view
-        returns (bytes memory key)
-    {
-        key = aggregate;
-        for (uint256 i; i < nonSignerKeys.length; ++i) {
-            key = addG1(key, negateG1(nonSignerKeys[i]));
+    /// @notice `aggregate` minus the stored keys at `indices`: the signers' key of a certificate
+    ///         whose non-signers are `indices`. Costs three SLOADs and one G1ADD per index; the
+    ///         caller checks ordering (and sums stake) in its own loop.
+    function subtractStored(
+        PackedG1 storage aggregate,
+        PackedG1[] storage keys,
+        uint256[] memory indices
+    ) internal view returns (bytes memory key) {
+        key = unpackG1(aggregate);
+        uint256 length = keys.length;
+        bytes4 outOfRange = BLSIndexOutOfRange.selector;
+        bool ok = true;
+        assembly ("memory-safe") {
+            mstore(0x00, keys.slot)
+            let base := keccak256(0x00, 0x20)
+            let buf := mload(0x40)
+            // buf[0:128] = running sum, buf[128:256] = -key[i]
+            mcopy(buf, add(key, 0x20), 128)
+            let end := add(add(indices, 0x20), shl(5, mload(indices)))
+            for { let p := add(indices, 0x20) } lt(p, end) { p := add(p, 0x20) } {
+                let index := mload(p)
+                if iszero(lt(index, length)) {
+                    mstore(0x00, outOfRange)
+                    mstore(0x04, index)
+                    mstore(0x24, length)
+                    revert(0x00, 0x44)
+                }
+                let slot := add(base, mul(index, 3))
+                let hi := sload(slot)
+                let yHi := and(hi, 0xffffffffffffffffffffffffffffffff)
+                let yLo := sload(add(slot, 2))
+                mstore(add(buf, 0x80), shr(128, hi))
+                mstore(add(buf, 0xa0), sload(add(slot, 1)))
+                // -y = p - y (the identity is never stored: keys are PoP-checked).
+                mstore(add(buf, 0xe0), sub(P_LO, yLo))
+                mstore(add(buf, 0xc0), sub(sub(P_HI, yHi), gt(yLo, P_LO)))
+                ok := and(ok, staticcall(G1ADD_GAS, _G1ADD, buf, 256, buf, 128))
+            }
+            mcopy(add(key, 0x20), buf, 128)
         }
+        if (!ok) revert BLSPrecompileFailed(G1ADD);
     }
 
     // ------------------------------------------------------------------ hash to curve

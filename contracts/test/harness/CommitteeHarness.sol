@@ -43,15 +43,14 @@ contract CommitteeHarness {
         bytes calldata signature
     ) external view returns (uint256 signedStake) {
         uint256 n = keys.length;
-        bytes memory key = BLS.unpackG1(aggregateKey);
         uint256 missing;
         for (uint256 i; i < nonSigners.length; ++i) {
             uint256 index = nonSigners[i];
             if (index >= n) revert IndexOutOfRange(index, n);
             if (i > 0 && index <= nonSigners[i - 1]) revert IndicesNotAscending();
             missing += stakes[index];
-            key = BLS.addG1(key, BLS.negateG1(BLS.unpackG1(keys[index])));
         }
+        bytes memory key = BLS.subtractStored(aggregateKey, keys, nonSigners);
         signedStake = totalStake - missing;
         if (signedStake * 10_000 < totalStake * thresholdBps) {
             revert BelowThreshold(signedStake, totalStake);
