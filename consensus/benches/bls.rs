@@ -107,6 +107,7 @@ fn builder(c: &mut Criterion) {
         .iter()
         .enumerate()
         .map(|(i, s)| Member {
+            index: i as u32,
             operator: Address::with_last_byte(i as u8),
             key: s.public_key(),
             stake: U256::from(1),

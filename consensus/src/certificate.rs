@@ -64,8 +64,7 @@ impl QuorumCertificate {
             });
         }
         let signers = committee.complement(&self.non_signers)?;
-        let key =
-            PublicKey::aggregate(signers.iter().map(|&i| &committee.members()[i as usize].key))?;
+        let key = PublicKey::aggregate(committee.members_at(&signers)?.iter().map(|m| &m.key))?;
         self.signature.verify(&key, &self.commitment.eip712_digest(domain))?;
         Ok(signed)
     }
@@ -129,10 +128,8 @@ impl Attestation {
         if self.signers.is_empty() {
             return Err(Error::EmptyAggregate);
         }
-        committee.check_indices(&self.signers)?;
-        let key = PublicKey::aggregate(
-            self.signers.iter().map(|&i| &committee.members()[i as usize].key),
-        )?;
+        let key =
+            PublicKey::aggregate(committee.members_at(&self.signers)?.iter().map(|m| &m.key))?;
         self.signature.verify(&key, &self.commitment.eip712_digest(domain))
     }
 }
@@ -219,6 +216,16 @@ impl CertificateBuilder {
         self.groups.get(digest).map_or(U256::ZERO, |g| g.stake)
     }
 
+    /// A queued signer's member entry: membership was checked in `on_partial`.
+    fn member(&self, index: u32) -> &crate::Member {
+        let pos = self.committee.members().partition_point(|m| m.index < index);
+        &self.committee.members()[pos]
+    }
+
+    fn key(&self, index: u32) -> &PublicKey {
+        &self.member(index).key
+    }
+
     /// Cheap checks (epoch, membership, signature encoding and subgroup,
     /// duplicates), then queues the partial. Errors mean a malformed or
     /// foreign partial: penalise the sender.
@@ -264,10 +271,7 @@ impl CertificateBuilder {
             let invalid = {
                 let items: Vec<Item<'_>> = batch
                     .iter()
-                    .map(|p| Item {
-                        key: &self.committee.members()[p.signer as usize].key,
-                        signature: &p.signature,
-                    })
+                    .map(|p| Item { key: self.key(p.signer), signature: &p.signature })
                     .collect();
                 batch::verify_same_digest(&digest, &items)
             };
@@ -282,10 +286,7 @@ impl CertificateBuilder {
         let invalid = {
             let items: Vec<(B256, Item<'_>)> = singles
                 .iter()
-                .map(|p| {
-                    let key = &self.committee.members()[p.signer as usize].key;
-                    (p.digest, Item { key, signature: &p.signature })
-                })
+                .map(|p| (p.digest, Item { key: self.key(p.signer), signature: &p.signature }))
                 .collect();
             batch::verify_distinct(&items, seed)
         };
@@ -299,7 +300,7 @@ impl CertificateBuilder {
         let mut touched = Vec::new();
         for p in accepted {
             events.push(BuilderEvent::Verified { signer: p.signer, digest: p.digest });
-            let stake = self.committee.members()[p.signer as usize].stake;
+            let stake = self.member(p.signer).stake;
             let group = self.groups.entry(p.digest).or_insert_with(|| Group {
                 commitment: p.commitment,
                 signers: BTreeMap::new(),
@@ -329,16 +330,12 @@ impl CertificateBuilder {
             return None;
         }
         let signature = Signature::aggregate(group.signers.values()).ok()?;
-        let mut signers = group.signers.keys().copied().peekable();
-        let non_signers: Vec<u32> = (0..self.committee.len() as u32)
-            .filter(|i| {
-                if signers.peek() == Some(i) {
-                    signers.next();
-                    false
-                } else {
-                    true
-                }
-            })
+        let non_signers: Vec<u32> = self
+            .committee
+            .members()
+            .iter()
+            .map(|m| m.index)
+            .filter(|i| !group.signers.contains_key(i))
             .collect();
         let qc = QuorumCertificate {
             commitment: group.commitment,

@@ -12,6 +12,9 @@ pub const DEFAULT_THRESHOLD_BPS: u16 = 6_667;
 /// One bonded resolver in an epoch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
+    /// The resolver's registry index: stable across epochs, so certificates
+    /// and evidence name the same resolver by the same number in every epoch.
+    pub index: u32,
     /// The operator's address (receives rewards, is slashed).
     pub operator: Address,
     /// The operator's BLS key (PoP-checked at registration).
@@ -20,7 +23,8 @@ pub struct Member {
     pub stake: U256,
 }
 
-/// The committee of one epoch: members in index order, their total stake, the
+/// The committee of one epoch: members in ascending registry-index order
+/// (indices may have gaps where resolvers left), their total stake, the
 /// aggregate of all keys and the quorum threshold.
 #[derive(Clone, Debug)]
 pub struct Committee {
@@ -32,15 +36,18 @@ pub struct Committee {
 }
 
 impl Committee {
-    /// Builds a committee. Rejects an empty member list, zero stake, repeated
-    /// keys, a threshold outside `(5000, 10000]` (at most half would allow two
-    /// disjoint quorums) and stake totals that overflow.
+    /// Builds a committee. Rejects an empty member list, indices that are not
+    /// strictly ascending, zero stake, repeated keys, a threshold outside
+    /// `(5000, 10000]` (at most half would allow two disjoint quorums) and
+    /// stake totals that overflow.
     pub fn new(epoch: u64, members: Vec<Member>, threshold_bps: u16) -> Result<Self> {
         if members.is_empty() {
             return Err(Error::InvalidCommittee { reason: "no members" });
         }
-        if members.len() > u32::MAX as usize {
-            return Err(Error::InvalidCommittee { reason: "too many members" });
+        if members.windows(2).any(|w| w[0].index >= w[1].index) {
+            return Err(Error::InvalidCommittee {
+                reason: "member indices not strictly ascending",
+            });
         }
         if threshold_bps <= BPS / 2 || threshold_bps > BPS {
             return Err(Error::InvalidCommittee {
@@ -73,7 +80,7 @@ impl Committee {
         self.epoch
     }
 
-    /// Members in index order.
+    /// Members in ascending index order.
     pub fn members(&self) -> &[Member] {
         &self.members
     }
@@ -103,16 +110,17 @@ impl Committee {
         self.threshold_bps
     }
 
-    /// The member at `index`.
+    /// The member with registry index `index`.
     pub fn member(&self, index: u32) -> Result<&Member> {
         self.members
-            .get(index as usize)
-            .ok_or(Error::IndexOutOfRange { index, size: self.members.len() })
+            .binary_search_by_key(&index, |m| m.index)
+            .map(|pos| &self.members[pos])
+            .map_err(|_| Error::IndexOutOfRange { index, size: self.members.len() })
     }
 
-    /// The index of `key`, if it is a member.
+    /// The registry index of `key`, if it is a member.
     pub fn index_of(&self, key: &PublicKey) -> Option<u32> {
-        self.members.iter().position(|m| m.key == *key).map(|i| i as u32)
+        self.members.iter().find(|m| m.key == *key).map(|m| m.index)
     }
 
     /// `signed * 10000 >= total * threshold_bps`. Cannot overflow: the
@@ -122,37 +130,34 @@ impl Committee {
         signed * U256::from(BPS) >= self.total_stake * U256::from(self.threshold_bps)
     }
 
-    /// Checks that `indices` are strictly ascending members.
-    pub fn check_indices(&self, indices: &[u32]) -> Result<()> {
+    /// The members at `indices`, which must be strictly ascending member indices.
+    pub fn members_at(&self, indices: &[u32]) -> Result<Vec<&Member>> {
         if indices.windows(2).any(|w| w[0] >= w[1]) {
             return Err(Error::IndicesNotAscending);
         }
-        if let Some(&last) = indices.last() {
-            self.member(last)?;
-        }
-        Ok(())
+        indices.iter().map(|&i| self.member(i)).collect()
+    }
+
+    /// Checks that `indices` are strictly ascending member indices.
+    pub fn check_indices(&self, indices: &[u32]) -> Result<()> {
+        self.members_at(indices).map(drop)
     }
 
     /// Stake of the members at `indices` (strictly ascending).
     pub fn stake_of(&self, indices: &[u32]) -> Result<U256> {
-        self.check_indices(indices)?;
         // Sum of a subset of stakes whose total fits: no overflow.
-        Ok(indices.iter().map(|&i| self.members[i as usize].stake).sum())
+        Ok(self.members_at(indices)?.iter().map(|m| m.stake).sum())
     }
 
-    /// The signer indices of a certificate with these non-signers: the complement.
+    /// The member indices not in `indices` (e.g. a certificate's signers from
+    /// its non-signers).
     pub fn complement(&self, indices: &[u32]) -> Result<Vec<u32>> {
         self.check_indices(indices)?;
-        let mut skip = indices.iter().peekable();
-        Ok((0..self.members.len() as u32)
-            .filter(|i| {
-                if skip.peek() == Some(&i) {
-                    skip.next();
-                    false
-                } else {
-                    true
-                }
-            })
+        Ok(self
+            .members
+            .iter()
+            .map(|m| m.index)
+            .filter(|i| indices.binary_search(i).is_err())
             .collect())
     }
 }
@@ -167,6 +172,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, s)| Member {
+                index: i as u32,
                 operator: Address::repeat_byte(i as u8),
                 key: SecretKey::from_seed(&[i as u8 + 1; 32]).unwrap().public_key(),
                 stake: U256::from(*s),
@@ -196,9 +202,18 @@ mod tests {
         assert!(committee(&[1], 5_000).is_err());
         assert!(committee(&[1], 10_001).is_err());
         let key = SecretKey::from_seed(&[1; 32]).unwrap().public_key();
-        let m = Member { operator: Address::ZERO, key, stake: U256::from(1) };
-        assert!(Committee::new(0, vec![m.clone(), m], DEFAULT_THRESHOLD_BPS).is_err());
-        let big = Member { operator: Address::ZERO, key, stake: U256::MAX };
+        let m = Member { index: 0, operator: Address::ZERO, key, stake: U256::from(1) };
+        let other = SecretKey::from_seed(&[2; 32]).unwrap().public_key();
+        let m2 = Member { index: 1, key: other, ..m.clone() };
+        assert!(Committee::new(0, vec![m2.clone(), m.clone()], DEFAULT_THRESHOLD_BPS).is_err());
+        assert!(Committee::new(
+            0,
+            vec![m.clone(), Member { index: 1, ..m.clone() }],
+            DEFAULT_THRESHOLD_BPS
+        )
+        .is_err());
+        assert!(Committee::new(0, vec![m.clone(), m2], DEFAULT_THRESHOLD_BPS).is_ok());
+        let big = Member { index: 0, operator: Address::ZERO, key, stake: U256::MAX };
         assert!(Committee::new(0, vec![big], DEFAULT_THRESHOLD_BPS).is_err());
     }
 
@@ -211,5 +226,23 @@ mod tests {
         assert_eq!(c.check_indices(&[3, 1]), Err(Error::IndicesNotAscending));
         assert_eq!(c.check_indices(&[1, 1]), Err(Error::IndicesNotAscending));
         assert_eq!(c.check_indices(&[5]), Err(Error::IndexOutOfRange { index: 5, size: 5 }));
+    }
+
+    #[test]
+    fn sparse_registry_indices() {
+        // Resolvers 1 and 3 left: the epoch holds indices 0, 2, 4.
+        let members: Vec<Member> = [0u32, 2, 4]
+            .iter()
+            .map(|&i| Member {
+                index: i,
+                operator: Address::ZERO,
+                key: SecretKey::from_seed(&[i as u8 + 1; 32]).unwrap().public_key(),
+                stake: U256::from(1),
+            })
+            .collect();
+        let c = Committee::new(9, members, DEFAULT_THRESHOLD_BPS).unwrap();
+        assert_eq!(c.complement(&[2]).unwrap(), vec![0, 4]);
+        assert!(matches!(c.check_indices(&[1]), Err(Error::IndexOutOfRange { index: 1, .. })));
+        assert_eq!(c.member(4).unwrap().index, 4);
     }
 }

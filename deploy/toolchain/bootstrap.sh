@@ -6,6 +6,7 @@
 #   .tools/npm/     Foundry 1.7.1 (forge, anvil, cast) and solc 0.8.30 (solcjs),
 #                   from npm, pinned by deploy/toolchain/package-lock.json
 #   .tools/bin/     forge, anvil, cast, and `solc` (our shim over solcjs)
+#   contracts/node_modules/   OpenZeppelin 5.7.0, pinned by contracts/package-lock.json
 #   apt             libclang-dev (bindgen for RocksDB), when missing
 #   cargo           cargo-nextest, when missing
 #
@@ -48,6 +49,16 @@ for bin in forge anvil cast; do
 done
 install -m 0755 "$here/solc.cjs" "$tools/bin/solc"
 
+# --- Solidity dependencies (OpenZeppelin) -------------------------------------
+contracts="$root/contracts"
+cstamp="$contracts/node_modules/.lock.sha256"
+cwant=$(sha256sum "$contracts/package-lock.json" | cut -d' ' -f1)
+if [ "$(cat "$cstamp" 2>/dev/null)" != "$cwant" ]; then
+  say "installing Solidity dependencies into contracts/node_modules"
+  npm ci --prefix "$contracts" --no-audit --no-fund --loglevel=error >/dev/null
+  echo "$cwant" >"$cstamp"
+fi
+
 # --- cargo-nextest ------------------------------------------------------------
 if ! cargo nextest --version >/dev/null 2>&1; then
   say "installing cargo-nextest (one-time, a few minutes)"
@@ -59,5 +70,6 @@ say "forge:   $("$tools/bin/forge" --version | head -n1)"
 say "anvil:   $("$tools/bin/anvil" --version | head -n1)"
 say "cast:    $("$tools/bin/cast" --version | head -n1)"
 say "solc:    $("$tools/bin/solc" --version | tail -n1) (solcjs shim: $tools/bin/solc)"
+say "oz:      @openzeppelin/contracts $(node -p "require('$contracts/node_modules/@openzeppelin/contracts/package.json').version")"
 say "nextest: $(cargo nextest --version | head -n1)"
 say "clang:   $(dpkg-query -W -f='libclang-dev ${Version}' libclang-dev)"

@@ -53,6 +53,7 @@ pub(crate) fn commitment(deal: u8, outcome: ReexecVerdict) -> VerdictCommitment 
 pub(crate) fn committee(n: usize, stakes: &[u64], bps: u16) -> Committee {
     let members = (0..n)
         .map(|i| Member {
+            index: i as u32,
             operator: Address::with_last_byte(i as u8 + 1),
             key: secret(i).public_key(),
             stake: U256::from(stakes[i % stakes.len()]),
@@ -508,7 +509,13 @@ fn consume_gas(file: &Value) -> usize {
         let n = v["n"].as_u64().unwrap() as usize;
         let members = keys[..n]
             .iter()
-            .map(|k| Member { operator: Address::ZERO, key: *k, stake: U256::from(1) })
+            .enumerate()
+            .map(|(i, k)| Member {
+                index: i as u32,
+                operator: Address::ZERO,
+                key: *k,
+                stake: U256::from(1),
+            })
             .collect();
         let c = Committee::new(1, members, DEFAULT_THRESHOLD_BPS).unwrap();
         let signers = c.complement(&u32s(&v["nonSigners"])).unwrap();
