@@ -207,7 +207,8 @@ contract BLSTest is Vectors {
     }
 
     function _selector(bytes memory reason) internal pure returns (bytes4 s) {
-        if (reason.length >= 4) s = bytes4(reason);
+        // forge-lint: disable-next-line(unsafe-typecast)
+        if (reason.length >= 4) s = bytes4(reason); // the selector: first four bytes
     }
 
     /// @dev Expected on-chain behaviour per Rust error code.

@@ -2,4 +2,5 @@
 //! certificate / conflict state machines driven without a network.
 
 mod builder;
+mod escrow;
 mod vectors;

@@ -550,6 +550,8 @@ fn bls_vectors() {
         ("bls.json", consume_bls),
         ("bls_gas_committees.json", consume_gas),
         ("rfc9380_hash_to_g2.json", consume_rfc),
+        ("escrow.json", crate::escrow::consume_escrow),
+        ("escrow_gas.json", crate::escrow::consume_escrow_gas),
     ];
     let mut files: Vec<String> = fs::read_dir(dir())
         .unwrap()

@@ -214,11 +214,12 @@ library BLS {
     /// @notice expand_message_xmd (RFC 9380 §5.3.1) with SHA-256, for 256 output bytes.
     function expandMessageXmd(bytes memory message, bytes memory dst)
         internal
-        view
+        pure
         returns (bytes memory uniform)
     {
         if (dst.length > 255) revert BLSDstTooLong(dst.length);
-        bytes memory dstPrime = abi.encodePacked(dst, uint8(dst.length));
+        // forge-lint: disable-next-line(unsafe-typecast)
+        bytes memory dstPrime = abi.encodePacked(dst, uint8(dst.length)); // checked <= 255
         // msg_prime = Z_pad(64) || msg || I2OSP(256, 2) || I2OSP(0, 1) || DST_prime
         bytes32 b0 =
             sha256(abi.encodePacked(bytes32(0), bytes32(0), message, hex"010000", dstPrime));
@@ -228,7 +229,8 @@ library BLS {
             mstore(add(uniform, 0x20), bi)
         }
         for (uint256 i = 2; i <= 8; ++i) {
-            bi = sha256(abi.encodePacked(b0 ^ bi, uint8(i), dstPrime));
+            // forge-lint: disable-next-line(unsafe-typecast)
+            bi = sha256(abi.encodePacked(b0 ^ bi, uint8(i), dstPrime)); // i <= 8
             assembly ("memory-safe") {
                 mstore(add(uniform, mul(i, 0x20)), bi)
             }

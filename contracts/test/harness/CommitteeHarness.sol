@@ -20,14 +20,14 @@ contract CommitteeHarness {
     uint256 public immutable thresholdBps;
 
     constructor(bytes[] memory publicKeys, uint256[] memory stakes_, uint256 thresholdBps_) {
-        bytes memory aggregate = publicKeys[0];
+        bytes memory sum = publicKeys[0];
         for (uint256 i; i < publicKeys.length; ++i) {
             keys.push(BLS.packG1(publicKeys[i]));
             stakes.push(stakes_[i]);
             totalStake += stakes_[i];
-            if (i > 0) aggregate = BLS.addG1(aggregate, publicKeys[i]);
+            if (i > 0) sum = BLS.addG1(sum, publicKeys[i]);
         }
-        aggregateKey = BLS.packG1(aggregate);
+        aggregateKey = BLS.packG1(sum);
         thresholdBps = thresholdBps_;
     }
 

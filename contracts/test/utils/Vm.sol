@@ -39,6 +39,18 @@ interface Vm {
         pure
         returns (string[] memory);
     function toString(uint256 value) external pure returns (string memory);
+    function etch(address target, bytes calldata code) external;
+    function prank(address sender) external;
+    function startPrank(address sender) external;
+    function stopPrank() external;
+    function warp(uint256 timestamp) external;
+    function expectRevert(bytes calldata revertData) external;
+    function expectRevert(bytes4 selector) external;
+    function sign(uint256 privateKey, bytes32 digest)
+        external
+        pure
+        returns (uint8 v, bytes32 r, bytes32 s);
+    function addr(uint256 privateKey) external pure returns (address);
     function snapshotGasLastCall(string calldata group, string calldata name)
         external
         returns (uint256 gasUsed);

@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {Ownable, Ownable2Step} from "@openzeppelin/contracts/access/Ownable2Step.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+
+import {
+    Authorization,
+    Deal,
+    DealState,
+    IEscrowErrors,
+    IEscrowEvents,
+    Settlement,
+    Terms
+} from "./interfaces/IEscrow.sol";
+import {IERC3009} from "./interfaces/IERC3009.sol";
+import {IResolverRegistry} from "./interfaces/IResolverRegistry.sol";
+import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.sol";
+
+/// @title Escrow
+/// @notice Seed 004's deal state machine (Held -> Delivered -> Disputed -> Resolved), settled by
+///         a BLS quorum certificate of the ResolverRegistry's committee: Reproduced releases to
+///         the seller, Failed refunds the buyer. No certificate by the resolve deadline refunds
+///         the buyer and forfeits the seller's data-availability bond to them.
+/// @dev The owner only curates the backend allow-list, which is checked at funding; it cannot
+///      touch funds or funded deals. Every value-moving function is non-reentrant and follows
+///      checks-effects-interactions.
+contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
+    using SafeERC20 for IERC20;
+    using SafeCast for uint256;
+
+    /// @notice EIP-712 domain name of verdicts.
+    string public constant NAME = "resolvd";
+    /// @notice EIP-712 domain version of verdicts.
+    string public constant VERSION = "1";
+
+    /// @notice The committee registry certificates are verified against.
+    IResolverRegistry public immutable registry;
+
+    mapping(bytes32 dealId => Deal) internal _deals;
+    /// @notice Replay backends (id, exact version) deals may be funded against.
+    mapping(bytes32 backendId => mapping(bytes32 versionHash => bool)) public backendAllowed;
+
+    constructor(IResolverRegistry registry_, address owner_) Ownable(owner_) {
+        if (address(registry_) == address(0)) revert ZeroAddress("registry");
+        registry = registry_;
+    }
+
+    // ------------------------------------------------------------------ funding
+
+    /// @notice The id of a deal `buyer` funds with `terms` (also its EIP-3009 nonce).
+    function dealIdOf(address buyer, Terms calldata terms) public view returns (bytes32) {
+        return keccak256(abi.encode(block.chainid, address(this), buyer, terms));
+    }
+
+    /// @notice Funds a deal from the caller's approved `terms.amount` of `terms.token`.
+    /// @param spec Canonical SpecV1 bytes to publish (hash-checked), or empty if published elsewhere.
+    /// @param prestateAnchor Canonical PrestateAnchorV1 bytes to publish, or empty.
+    function fund(Terms calldata terms, bytes calldata spec, bytes calldata prestateAnchor)
+        external
+        nonReentrant
+        returns (bytes32 dealId)
+    {
+        dealId = _open(msg.sender, terms, spec, prestateAnchor);
+        _pull(terms.token, msg.sender, terms.amount);
+    }
+
+    /// @notice Funds a deal for `auth.buyer` with an EIP-3009 `receiveWithAuthorization` whose
+    ///         nonce is the deal id, so the signature commits to every term (including the
+    ///         seller bond) and a relayer can change none of them.
+    function fundWithAuthorization(
+        Terms calldata terms,
+        bytes calldata spec,
+        bytes calldata prestateAnchor,
+        Authorization calldata auth
+    ) external nonReentrant returns (bytes32 dealId) {
+        dealId = _open(auth.buyer, terms, spec, prestateAnchor);
+        _receive(terms, dealId, auth);
+    }
+
+    // ------------------------------------------------------------------ phases
+
+    /// @notice The seller delivers: commits the delivery hash (and publishes the bytes if given)
+    ///         and locks the data-availability bond the buyer required.
+    function deliver(bytes32 dealId, bytes32 deliveryHash, bytes calldata delivery)
+        external
+        nonReentrant
+    {
+        Deal storage d = _in(dealId, DealState.Held);
+        if (msg.sender != d.seller) revert NotSeller(dealId, msg.sender);
+        if (block.timestamp <= d.fundedAt) revert TooEarly(dealId, uint256(d.fundedAt) + 1);
+        if (block.timestamp > d.deliverDeadline) revert TooLate(dealId, d.deliverDeadline);
+        if (delivery.length > 0) {
+            _checkContent("reckn/v1/delivery", delivery, deliveryHash);
+            emit DeliveryPublished(dealId, delivery);
+        }
+        d.state = DealState.Delivered;
+        d.deliveryHash = deliveryHash;
+        d.deliveredAt = block.timestamp.toUint64();
+        d.challengeDeadline = (block.timestamp + d.challengeWindow).toUint64();
+        emit Delivered(dealId, deliveryHash, block.timestamp, d.challengeDeadline, d.sellerBond);
+        if (d.sellerBond > 0) _pull(d.token, msg.sender, d.sellerBond);
+    }
+
+    /// @notice The buyer accepts a delivery early: the seller is paid now.
+    function accept(bytes32 dealId) external nonReentrant {
+        Deal storage d = _in(dealId, DealState.Delivered);
+        if (msg.sender != d.buyer) revert NotBuyer(dealId, msg.sender);
+        _settle(dealId, d, Settlement.Released);
+    }
+
+    /// @notice Releases an unchallenged delivery to the seller once the challenge window closed.
+    function release(bytes32 dealId) external nonReentrant {
+        Deal storage d = _in(dealId, DealState.Delivered);
+        if (block.timestamp < d.challengeDeadline) revert TooEarly(dealId, d.challengeDeadline);
+        _settle(dealId, d, Settlement.Released);
+    }
+
+    /// @notice Refunds the buyer of a deal that was not delivered by its deadline.
+    function reclaim(bytes32 dealId) external nonReentrant {
+        Deal storage d = _in(dealId, DealState.Held);
+        if (block.timestamp <= d.deliverDeadline) {
+            revert TooEarly(dealId, uint256(d.deliverDeadline) + 1);
+        }
+        _settle(dealId, d, Settlement.Reclaimed);
+    }
+
+    /// @notice The buyer disputes a delivery: pins the registry's current committee epoch and
+    ///         opens the resolve window. Emits everything a resolver node needs.
+    function challenge(bytes32 dealId) external {
+        Deal storage d = _in(dealId, DealState.Delivered);
+        if (msg.sender != d.buyer) revert NotBuyer(dealId, msg.sender);
+        if (block.timestamp >= d.challengeDeadline) revert TooLate(dealId, d.challengeDeadline);
+        if (block.timestamp <= d.deliveredAt) revert TooEarly(dealId, uint256(d.deliveredAt) + 1);
+        uint256 epoch = registry.currentEpoch();
+        d.state = DealState.Disputed;
+        d.epoch = epoch.toUint64();
+        d.challengedAt = block.timestamp.toUint64();
+        d.resolveDeadline = (block.timestamp + d.resolveWindow).toUint64();
+        emit Disputed(
+            dealId,
+            d.specHash,
+            d.deliveryHash,
+            d.prestateAnchorHash,
+            d.prestateRoot,
+            d.backendId,
+            d.backendVersionHash,
+            epoch,
+            block.timestamp,
+            d.resolveDeadline
+        );
+    }
+
+    /// @notice Settles a dispute with a quorum certificate over `commitment`: every field must
+    ///         match the deal, and the committee of the deal's pinned epoch must have signed it.
+    ///         Reproduced releases to the seller, Failed refunds the buyer; the DA bond returns
+    ///         to the seller either way. Callable by anyone, once, until the resolve deadline.
+    function resolve(
+        VerdictCommitment calldata commitment,
+        uint256[] calldata nonSigners,
+        bytes calldata aggregateSignature
+    ) external nonReentrant {
+        bytes32 dealId = commitment.dealId;
+        Deal storage d = _in(dealId, DealState.Disputed);
+        if (block.timestamp > d.resolveDeadline) revert TooLate(dealId, d.resolveDeadline);
+        _checkCommitment(d, commitment);
+        (uint256 signedStake, uint256 totalStake) = registry.verifyCertificate(
+            d.epoch,
+            VerdictHash.digest(domainSeparator(), commitment),
+            nonSigners,
+            aggregateSignature
+        );
+        bool reproduced = commitment.outcome == Outcome.Reproduced;
+        emit VerdictCommitted(dealId, commitment, signedStake, totalStake);
+        emit ReputationEvidence(
+            d.seller, reproduced, dealId, commitment.traceHash, commitment.backendId
+        );
+        _settle(dealId, d, reproduced ? Settlement.Released : Settlement.Refunded);
+    }
+
+    /// @notice After the resolve deadline without a certificate: refunds the buyer, forfeits the
+    ///         seller's data-availability bond to them and records evidence withheld.
+    function timeoutRefund(bytes32 dealId) external nonReentrant {
+        Deal storage d = _in(dealId, DealState.Disputed);
+        if (block.timestamp <= d.resolveDeadline) {
+            revert TooEarly(dealId, uint256(d.resolveDeadline) + 1);
+        }
+        emit ReputationEvidence(d.seller, false, dealId, bytes32(0), d.backendId);
+        _settle(dealId, d, Settlement.TimedOut);
+    }
+
+    // ------------------------------------------------------------------ admin
+
+    /// @notice Allows or disallows funding deals against a replay backend version. Funded deals
+    ///         keep the backend they pinned.
+    function setBackend(bytes32 backendId, bytes32 versionHash, bool allowed) external onlyOwner {
+        backendAllowed[backendId][versionHash] = allowed;
+        emit BackendAllowed(backendId, versionHash, allowed);
+    }
+
+    // ------------------------------------------------------------------ views
+
+    /// @notice A deal's state.
+    function deal(bytes32 dealId) external view returns (Deal memory) {
+        return _deals[dealId];
+    }
+
+    /// @notice The EIP-712 domain separator verdicts for this escrow are signed under.
+    function domainSeparator() public view returns (bytes32) {
+        return VerdictHash.domainSeparator(NAME, VERSION, block.chainid, address(this));
+    }
+
+    /// @notice The digest resolvers sign for `commitment`.
+    function verdictDigest(VerdictCommitment calldata commitment) external view returns (bytes32) {
+        return VerdictHash.digest(domainSeparator(), commitment);
+    }
+
+    // ------------------------------------------------------------------ internals
+
+    function _open(
+        address buyer,
+        Terms calldata t,
+        bytes calldata spec,
+        bytes calldata prestateAnchor
+    ) internal returns (bytes32 dealId) {
+        if (buyer == address(0)) revert ZeroAddress("buyer");
+        if (t.seller == address(0)) revert ZeroAddress("seller");
+        if (address(t.token) == address(0)) revert ZeroAddress("token");
+        if (t.amount == 0) revert ZeroAmount();
+        if (t.deliverWindow == 0) revert ZeroWindow("deliver");
+        if (t.challengeWindow == 0) revert ZeroWindow("challenge");
+        if (t.resolveWindow == 0) revert ZeroWindow("resolve");
+        uint256 maxResolve = registry.maxResolveWindow();
+        if (t.resolveWindow > maxResolve) revert ResolveWindowTooLong(t.resolveWindow, maxResolve);
+        if (!backendAllowed[t.backendId][t.backendVersionHash]) {
+            revert BackendNotAllowed(t.backendId, t.backendVersionHash);
+        }
+        dealId = dealIdOf(buyer, t);
+        Deal storage d = _deals[dealId];
+        if (d.state != DealState.None) revert DealExists(dealId);
+        if (spec.length > 0 || prestateAnchor.length > 0) {
+            _checkContent("reckn/v1/spec", spec, t.specHash);
+            _checkContent("reckn/v1/prestate-anchor", prestateAnchor, t.prestateAnchorHash);
+            emit SpecPublished(dealId, spec, prestateAnchor);
+        }
+        d.buyer = buyer;
+        d.state = DealState.Held;
+        d.seller = t.seller;
+        d.fundedAt = block.timestamp.toUint64();
+        d.token = t.token;
+        d.deliverDeadline = (block.timestamp + t.deliverWindow).toUint64();
+        d.challengeWindow = t.challengeWindow;
+        d.resolveWindow = t.resolveWindow;
+        d.amount = t.amount;
+        d.sellerBond = t.sellerBond;
+        d.specHash = t.specHash;
+        d.prestateAnchorHash = t.prestateAnchorHash;
+        d.prestateRoot = t.prestateRoot;
+        d.backendId = t.backendId;
+        d.backendVersionHash = t.backendVersionHash;
+        emit DealFunded(dealId, buyer, t.seller, t, block.timestamp, d.deliverDeadline);
+    }
+
+    function _in(bytes32 dealId, DealState expected) internal view returns (Deal storage d) {
+        d = _deals[dealId];
+        if (d.state != expected) revert WrongState(dealId, expected, d.state);
+    }
+
+    function _checkCommitment(Deal storage d, VerdictCommitment calldata c) internal view {
+        bytes32 id = c.dealId;
+        if (c.specHash != d.specHash) revert CommitmentMismatch(id, "specHash");
+        if (c.deliveryHash != d.deliveryHash) revert CommitmentMismatch(id, "deliveryHash");
+        if (c.prestateAnchorHash != d.prestateAnchorHash) {
+            revert CommitmentMismatch(id, "prestateAnchorHash");
+        }
+        if (c.prestateRoot != d.prestateRoot) revert CommitmentMismatch(id, "prestateRoot");
+        if (c.backendId != d.backendId) revert CommitmentMismatch(id, "backendId");
+        if (c.backendVersionHash != d.backendVersionHash) {
+            revert CommitmentMismatch(id, "backendVersionHash");
+        }
+    }
+
+    /// @dev `SHA-256(prefix || bytes)` must equal `expected` (the content-hash rule).
+    function _checkContent(string memory prefix, bytes calldata content, bytes32 expected)
+        internal
+        pure
+    {
+        bytes32 computed = sha256(abi.encodePacked(prefix, content));
+        if (computed != expected) revert ContentHashMismatch(expected, computed);
+    }
+
+    function _receive(Terms calldata terms, bytes32 nonce, Authorization calldata auth) internal {
+        uint256 before = terms.token.balanceOf(address(this));
+        IERC3009(address(terms.token)).receiveWithAuthorization(
+            auth.buyer,
+            address(this),
+            terms.amount,
+            auth.validAfter,
+            auth.validBefore,
+            nonce,
+            auth.v,
+            auth.r,
+            auth.s
+        );
+        uint256 received = terms.token.balanceOf(address(this)) - before;
+        if (received != terms.amount) revert TransferMismatch(terms.amount, received);
+    }
+
+    function _pull(IERC20 token, address from, uint256 amount) internal {
+        uint256 before = token.balanceOf(address(this));
+        token.safeTransferFrom(from, address(this), amount);
+        uint256 received = token.balanceOf(address(this)) - before;
+        if (received != amount) revert TransferMismatch(amount, received);
+    }
+
+    /// @dev The only place funds leave: marks the deal resolved first, then pays.
+    function _settle(bytes32 dealId, Deal storage d, Settlement how) internal {
+        bool delivered = d.deliveredAt != 0;
+        uint256 bond = delivered ? d.sellerBond : 0;
+        address paidTo = how == Settlement.Released ? d.seller : d.buyer;
+        address bondPaidTo = how == Settlement.TimedOut ? d.buyer : d.seller;
+        d.state = DealState.Resolved;
+        d.settlement = how;
+        d.settledAt = block.timestamp.toUint64();
+        emit Settled(dealId, how, paidTo, d.amount, bondPaidTo, bond, block.timestamp);
+        IERC20 token = d.token;
+        if (paidTo == bondPaidTo) {
+            token.safeTransfer(paidTo, d.amount + bond);
+        } else {
+            token.safeTransfer(paidTo, d.amount);
+            if (bond > 0) token.safeTransfer(bondPaidTo, bond);
+        }
+    }
+}

@@ -1,0 +1,395 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+
+import {
+    Evidence,
+    IResolverRegistry,
+    IResolverRegistryErrors,
+    IResolverRegistryEvents
+} from "./interfaces/IResolverRegistry.sol";
+import {BLS} from "./libraries/BLS.sol";
+import {VerdictHash} from "./libraries/VerdictHash.sol";
+
+/// @title ResolverRegistry
+/// @notice Bonded BLS resolvers, committee epochs, quorum-certificate verification and
+///         permissionless equivocation slashing.
+/// @dev Resolvers get a permanent index at registration. An epoch is the set of resolvers whose
+///      membership interval [joinedEpoch, leftEpoch) contains it; each epoch stores only its
+///      aggregate key and total stake, so a membership change costs O(1) storage and a
+///      certificate costs one stored-key subtraction per non-signer. Stake is the bond at
+///      registration and never changes while a member; a slashed or exiting resolver leaves the
+///      committee through a new epoch, while past epochs keep their snapshot.
+///      Slashed bonds: `whistleblowerBps` to the submitter, the rest to `slashSink` (set at
+///      deployment; use a burn address to burn). There is no owner: nothing can take bonds or
+///      change an epoch after it started.
+contract ResolverRegistry is
+    IResolverRegistry,
+    IResolverRegistryErrors,
+    IResolverRegistryEvents,
+    ReentrancyGuard
+{
+    using SafeERC20 for IERC20;
+    using SafeCast for uint256;
+
+    /// @notice Membership of one resolver: its stake and the epochs it belongs to.
+    struct Membership {
+        uint128 stake;
+        uint64 joinedEpoch;
+        /// @dev First epoch without the resolver; 0 while it is still a member.
+        uint64 leftEpoch;
+    }
+
+    /// @notice Bond accounting of one resolver.
+    struct Resolver {
+        address operator;
+        uint64 exitRequestedAt;
+        bool slashed;
+        bool withdrawn;
+        uint128 bond;
+    }
+
+    /// @notice One committee epoch.
+    struct Epoch {
+        BLS.PackedG1 aggregateKey;
+        uint128 totalStake;
+        uint64 members;
+        uint64 startedAt;
+    }
+
+    uint256 internal constant BPS = 10_000;
+
+    /// @notice The bond token.
+    IERC20 public immutable bondToken;
+    /// @notice Smallest bond accepted.
+    uint256 public immutable minimumBond;
+    /// @notice Quorum threshold, in basis points of an epoch's stake, for every epoch.
+    uint256 public immutable thresholdBps;
+    /// @inheritdoc IResolverRegistry
+    uint256 public immutable maxResolveWindow;
+    /// @notice Time after a dispute's resolve deadline in which evidence is expected.
+    uint256 public immutable slashingWindow;
+    /// @notice Delay between `requestExit` and `withdraw`; longer than
+    ///         `maxResolveWindow + slashingWindow`.
+    uint256 public immutable unbondingDelay;
+    /// @notice Share of a slashed bond paid to the evidence submitter, in basis points.
+    uint256 public immutable whistleblowerBps;
+    /// @notice Receiver of the rest of a slashed bond.
+    address public immutable slashSink;
+
+    BLS.PackedG1[] internal _keys;
+    Membership[] internal _memberships;
+    Resolver[] internal _resolvers;
+    Epoch[] internal _epochs;
+
+    /// @notice Whether a key (keccak256 of its EIP-2537 encoding) was ever registered.
+    mapping(bytes32 keyHash => bool) public keyRegistered;
+    /// @dev Operator => resolver index + 1 of its latest registration.
+    mapping(address operator => uint256) internal _indexPlusOne;
+    /// @notice Whether a resolver was slashed for a deal of a verdict domain.
+    mapping(bytes32 domainSeparator => mapping(bytes32 dealId => mapping(uint256 => bool)))
+        public slashedFor;
+
+    constructor(
+        IERC20 bondToken_,
+        uint256 minimumBond_,
+        uint256 thresholdBps_,
+        uint256 maxResolveWindow_,
+        uint256 slashingWindow_,
+        uint256 unbondingDelay_,
+        uint256 whistleblowerBps_,
+        address slashSink_
+    ) {
+        if (address(bondToken_) == address(0)) revert InvalidParameters("bond token");
+        if (minimumBond_ == 0) revert InvalidParameters("minimum bond");
+        if (thresholdBps_ <= BPS / 2 || thresholdBps_ > BPS) revert InvalidParameters("threshold");
+        if (maxResolveWindow_ == 0 || slashingWindow_ == 0) revert InvalidParameters("windows");
+        if (unbondingDelay_ <= maxResolveWindow_ + slashingWindow_) {
+            revert InvalidParameters("unbonding delay too short");
+        }
+        if (whistleblowerBps_ > BPS) revert InvalidParameters("whistleblower share");
+        if (slashSink_ == address(0)) revert InvalidParameters("slash sink");
+        bondToken = bondToken_;
+        minimumBond = minimumBond_;
+        thresholdBps = thresholdBps_;
+        maxResolveWindow = maxResolveWindow_;
+        slashingWindow = slashingWindow_;
+        unbondingDelay = unbondingDelay_;
+        whistleblowerBps = whistleblowerBps_;
+        slashSink = slashSink_;
+        // Epoch 0: the empty committee before anyone registered.
+        _epochs.push();
+    }
+
+    // ------------------------------------------------------------------ membership
+
+    /// @notice Registers the caller as a resolver with a BLS key, its proof of possession and a
+    ///         bond of `bond` bond tokens (approve first). Starts a new epoch that includes it.
+    /// @param publicKey EIP-2537 G1 public key (128 bytes).
+    /// @param proofOfPossession EIP-2537 G2 signature of the compressed key under the PoP DST.
+    /// @param bond Bond amount; at least `minimumBond`.
+    /// @return index The new resolver's permanent index.
+    function register(bytes calldata publicKey, bytes calldata proofOfPossession, uint256 bond)
+        external
+        nonReentrant
+        returns (uint256 index)
+    {
+        if (bond < minimumBond) revert BondBelowMinimum(bond, minimumBond);
+        uint256 previous = _indexPlusOne[msg.sender];
+        if (previous != 0 && !_resolvers[previous - 1].withdrawn) {
+            revert OperatorAlreadyRegistered(msg.sender);
+        }
+        bytes32 keyHash = keccak256(publicKey);
+        if (keyRegistered[keyHash]) revert KeyAlreadyRegistered(keyHash);
+        // Also rejects the point at infinity and keys outside the subgroup (pairing check).
+        if (!BLS.verifyProofOfPossession(publicKey, proofOfPossession)) {
+            revert InvalidProofOfPossession();
+        }
+
+        index = _keys.length;
+        keyRegistered[keyHash] = true;
+        _indexPlusOne[msg.sender] = index + 1;
+        _keys.push(BLS.packG1(publicKey));
+        uint256 epoch = _epochs.length;
+        _memberships.push(
+            Membership({stake: bond.toUint128(), joinedEpoch: epoch.toUint64(), leftEpoch: 0})
+        );
+        _resolvers.push(
+            Resolver({
+                operator: msg.sender,
+                exitRequestedAt: 0,
+                slashed: false,
+                withdrawn: false,
+                bond: bond.toUint128()
+            })
+        );
+        Epoch storage last = _epochs[epoch - 1];
+        _pushEpoch(
+            BLS.addG1(BLS.unpackG1(last.aggregateKey), publicKey),
+            uint256(last.totalStake) + bond,
+            last.members + 1
+        );
+
+        uint256 balance = bondToken.balanceOf(address(this));
+        bondToken.safeTransferFrom(msg.sender, address(this), bond);
+        uint256 received = bondToken.balanceOf(address(this)) - balance;
+        if (received != bond) revert BondTransferMismatch(bond, received);
+        emit ResolverRegistered(index, msg.sender, keyHash, bond);
+    }
+
+    /// @notice Leaves the committee (a new epoch without the caller starts now). The bond stays
+    ///         locked, and slashable, for `unbondingDelay`.
+    function requestExit() external {
+        uint256 resolver = _indexOf(msg.sender);
+        Resolver storage r = _resolvers[resolver];
+        if (r.exitRequestedAt != 0) revert AlreadyExiting(resolver);
+        if (r.slashed) revert NothingToWithdraw(resolver);
+        r.exitRequestedAt = block.timestamp.toUint64();
+        _leave(resolver);
+        emit ExitRequested(resolver, msg.sender, block.timestamp + unbondingDelay);
+    }
+
+    /// @notice Returns the caller's remaining bond once its unbonding delay is over.
+    function withdraw() external nonReentrant {
+        uint256 resolver = _indexOf(msg.sender);
+        Resolver storage r = _resolvers[resolver];
+        if (r.exitRequestedAt == 0) revert NotExiting(resolver);
+        uint256 availableAt = uint256(r.exitRequestedAt) + unbondingDelay;
+        if (block.timestamp < availableAt) revert UnbondingNotOver(resolver, availableAt);
+        uint256 amount = r.bond;
+        if (amount == 0 || r.withdrawn) revert NothingToWithdraw(resolver);
+        r.bond = 0;
+        r.withdrawn = true;
+        bondToken.safeTransfer(msg.sender, amount);
+        emit Withdrawn(resolver, msg.sender, amount);
+    }
+
+    // ------------------------------------------------------------------ certificates
+
+    /// @inheritdoc IResolverRegistry
+    function currentEpoch() public view returns (uint256) {
+        return _epochs.length - 1;
+    }
+
+    /// @inheritdoc IResolverRegistry
+    /// @dev `nonSigners` are registry indices, strictly ascending, members of `epoch`. Reverts
+    ///      with UnknownEpoch, IndicesNotAscending, NotAMember, BelowThreshold or
+    ///      InvalidSignature (or a BLS library error for malformed points).
+    function verifyCertificate(
+        uint256 epoch,
+        bytes32 digest,
+        uint256[] calldata nonSigners,
+        bytes calldata signature
+    ) external view returns (uint256 signedStake, uint256 totalStake) {
+        Epoch storage e = _epoch(epoch);
+        totalStake = e.totalStake;
+        uint256 missing;
+        for (uint256 i; i < nonSigners.length; ++i) {
+            if (i > 0 && nonSigners[i] <= nonSigners[i - 1]) revert IndicesNotAscending(i);
+            missing += _member(nonSigners[i], epoch).stake;
+        }
+        signedStake = totalStake - missing;
+        if (totalStake == 0 || signedStake * BPS < totalStake * thresholdBps) {
+            revert BelowThreshold(signedStake, totalStake, thresholdBps);
+        }
+        bytes memory key = BLS.subtractStored(e.aggregateKey, _keys, nonSigners);
+        if (!BLS.verifyDigest(key, digest, signature)) revert InvalidSignature();
+    }
+
+    // ------------------------------------------------------------------ slashing
+
+    /// @notice Slashes every resolver that signed both `a` and `b`: two aggregates over
+    ///         different commitments for the same deal under the same verdict domain. Each is
+    ///         verified against its own epoch. A resolver is slashed at most once per deal; the
+    ///         whole remaining bond is taken and it leaves the committee. Permissionless.
+    /// @param domainSeparator EIP-712 domain separator of the escrow the verdicts were signed for.
+    /// @return slashed Number of resolvers slashed by this call.
+    function slashEquivocation(bytes32 domainSeparator, Evidence calldata a, Evidence calldata b)
+        external
+        nonReentrant
+        returns (uint256 slashed)
+    {
+        bytes32 dealId = a.commitment.dealId;
+        if (dealId != b.commitment.dealId) revert NotAConflict(dealId, b.commitment.dealId);
+        bytes32 digestA = VerdictHash.digest(domainSeparator, a.commitment);
+        bytes32 digestB = VerdictHash.digest(domainSeparator, b.commitment);
+        if (digestA == digestB) revert SameCommitment();
+        _verifyEvidence(a, digestA);
+        _verifyEvidence(b, digestB);
+
+        // Both signer lists are strictly ascending: merge them.
+        uint256 i;
+        uint256 j;
+        while (i < a.signers.length && j < b.signers.length) {
+            uint256 x = a.signers[i];
+            uint256 y = b.signers[j];
+            if (x < y) {
+                ++i;
+            } else if (y < x) {
+                ++j;
+            } else {
+                if (!slashedFor[domainSeparator][dealId][x]) {
+                    slashedFor[domainSeparator][dealId][x] = true;
+                    _slash(x, dealId);
+                    ++slashed;
+                }
+                ++i;
+                ++j;
+            }
+        }
+        if (slashed == 0) revert NoEquivocator();
+    }
+
+    // ------------------------------------------------------------------ views
+
+    /// @notice Number of resolvers ever registered.
+    function resolverCount() external view returns (uint256) {
+        return _keys.length;
+    }
+
+    /// @notice A resolver's registry entry and membership.
+    function resolverInfo(uint256 index)
+        external
+        view
+        returns (Resolver memory entry, Membership memory membership, bytes memory publicKey)
+    {
+        return (_resolvers[index], _memberships[index], BLS.unpackG1(_keys[index]));
+    }
+
+    /// @notice An epoch's aggregate key, total stake, member count and start time.
+    function epochInfo(uint256 epoch)
+        external
+        view
+        returns (bytes memory aggregateKey, uint256 totalStake, uint256 members, uint256 startedAt)
+    {
+        Epoch storage e = _epoch(epoch);
+        return (BLS.unpackG1(e.aggregateKey), e.totalStake, e.members, e.startedAt);
+    }
+
+    /// @notice Whether `index` is a member of `epoch`.
+    function isMember(uint256 index, uint256 epoch) public view returns (bool) {
+        if (index >= _memberships.length) return false;
+        Membership storage m = _memberships[index];
+        return m.joinedEpoch <= epoch && (m.leftEpoch == 0 || epoch < m.leftEpoch);
+    }
+
+    // ------------------------------------------------------------------ internals
+
+    function _indexOf(address operator) internal view returns (uint256) {
+        uint256 i = _indexPlusOne[operator];
+        if (i == 0) revert NotResolver(operator);
+        return i - 1;
+    }
+
+    function _epoch(uint256 epoch) internal view returns (Epoch storage) {
+        if (epoch == 0 || epoch >= _epochs.length) revert UnknownEpoch(epoch, _epochs.length - 1);
+        return _epochs[epoch];
+    }
+
+    function _member(uint256 index, uint256 epoch) internal view returns (Membership storage m) {
+        if (index >= _memberships.length) revert NotAMember(index, epoch);
+        m = _memberships[index];
+        if (m.joinedEpoch > epoch || (m.leftEpoch != 0 && epoch >= m.leftEpoch)) {
+            revert NotAMember(index, epoch);
+        }
+    }
+
+    function _pushEpoch(bytes memory aggregateKey, uint256 totalStake, uint256 members) internal {
+        uint256 epoch = _epochs.length;
+        _epochs.push(
+            Epoch({
+                aggregateKey: BLS.packG1(aggregateKey),
+                totalStake: totalStake.toUint128(),
+                members: members.toUint64(),
+                startedAt: block.timestamp.toUint64()
+            })
+        );
+        emit EpochStarted(epoch, totalStake, members);
+    }
+
+    /// @dev Starts a new epoch without `index` (no-op if it already left).
+    function _leave(uint256 index) internal {
+        Membership storage m = _memberships[index];
+        if (m.leftEpoch != 0) return;
+        uint256 epoch = _epochs.length;
+        m.leftEpoch = epoch.toUint64();
+        Epoch storage last = _epochs[epoch - 1];
+        bytes memory key = BLS.negateG1(BLS.unpackG1(_keys[index]));
+        _pushEpoch(
+            BLS.addG1(BLS.unpackG1(last.aggregateKey), key),
+            uint256(last.totalStake) - m.stake,
+            last.members - 1
+        );
+    }
+
+    function _verifyEvidence(Evidence calldata e, bytes32 digest) internal view {
+        _epoch(e.epoch);
+        uint256 n = e.signers.length;
+        if (n == 0) revert EmptySignerSet();
+        _member(e.signers[0], e.epoch);
+        bytes memory key = BLS.unpackG1(_keys[e.signers[0]]);
+        for (uint256 i = 1; i < n; ++i) {
+            if (e.signers[i] <= e.signers[i - 1]) revert IndicesNotAscending(i);
+            _member(e.signers[i], e.epoch);
+            key = BLS.addG1(key, BLS.unpackG1(_keys[e.signers[i]]));
+        }
+        if (!BLS.verifyDigest(key, digest, e.signature)) revert InvalidSignature();
+    }
+
+    function _slash(uint256 index, bytes32 dealId) internal {
+        Resolver storage r = _resolvers[index];
+        uint256 amount = r.bond;
+        r.bond = 0;
+        r.slashed = true;
+        _leave(index);
+        uint256 reward = amount * whistleblowerBps / BPS;
+        uint256 toSink = amount - reward;
+        if (reward > 0) bondToken.safeTransfer(msg.sender, reward);
+        if (toSink > 0) bondToken.safeTransfer(slashSink, toSink);
+        emit Slashed(index, dealId, msg.sender, reward, toSink);
+    }
+}

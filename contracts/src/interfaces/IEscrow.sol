@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {Outcome, VerdictCommitment} from "../libraries/VerdictHash.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+
+/// @notice Seed 004's deal states.
+enum DealState {
+    None,
+    Held,
+    Delivered,
+    Disputed,
+    Resolved
+}
+
+/// @notice How a resolved deal ended.
+enum Settlement {
+    None,
+    /// @dev Seller paid: buyer accepted, challenge window passed, or verdict Reproduced.
+    Released,
+    /// @dev Buyer refunded by a Failed verdict; the seller's DA bond returned.
+    Refunded,
+    /// @dev Buyer reclaimed an undelivered deal after the deliver deadline.
+    Reclaimed,
+    /// @dev No certificate by the resolve deadline: buyer refunded and paid the seller's DA bond.
+    TimedOut
+}
+
+/// @notice Terms a buyer funds. `dealId = keccak256(abi.encode(chainid, escrow, buyer, terms))`,
+///         which also serves as the EIP-3009 nonce, so a relayer cannot alter any term.
+struct Terms {
+    address seller;
+    IERC20 token;
+    uint256 amount;
+    bytes32 specHash;
+    bytes32 prestateAnchorHash;
+    bytes32 prestateRoot;
+    bytes32 backendId;
+    bytes32 backendVersionHash;
+    /// @dev Seller data-availability bond, locked at delivery, forfeited only on timeout.
+    uint256 sellerBond;
+    uint64 deliverWindow;
+    uint64 challengeWindow;
+    uint64 resolveWindow;
+    bytes32 salt;
+}
+
+/// @notice An EIP-3009 `receiveWithAuthorization` signature by the buyer.
+struct Authorization {
+    address buyer;
+    uint256 validAfter;
+    uint256 validBefore;
+    uint8 v;
+    bytes32 r;
+    bytes32 s;
+}
+
+/// @notice A deal's stored state. Times are unix seconds.
+struct Deal {
+    address buyer;
+    DealState state;
+    Settlement settlement;
+    uint64 epoch;
+    address seller;
+    uint64 fundedAt;
+    IERC20 token;
+    uint64 deliveredAt;
+    uint64 deliverDeadline;
+    uint64 challengeDeadline;
+    uint64 challengedAt;
+    uint64 resolveDeadline;
+    uint64 challengeWindow;
+    uint64 resolveWindow;
+    uint64 settledAt;
+    uint256 amount;
+    uint256 sellerBond;
+    bytes32 specHash;
+    bytes32 prestateAnchorHash;
+    bytes32 prestateRoot;
+    bytes32 backendId;
+    bytes32 backendVersionHash;
+    bytes32 deliveryHash;
+}
+
+/// @notice Errors of the Escrow.
+interface IEscrowErrors {
+    error DealExists(bytes32 dealId);
+    error WrongState(bytes32 dealId, DealState expected, DealState actual);
+    error NotBuyer(bytes32 dealId, address who);
+    error NotSeller(bytes32 dealId, address who);
+    error ZeroWindow(string which);
+    error ResolveWindowTooLong(uint256 window, uint256 maximum);
+    error ZeroAmount();
+    error ZeroAddress(string which);
+    error BackendNotAllowed(bytes32 backendId, bytes32 backendVersionHash);
+    error TooEarly(bytes32 dealId, uint256 notBefore);
+    error TooLate(bytes32 dealId, uint256 deadline);
+    error ContentHashMismatch(bytes32 expected, bytes32 computed);
+    error CommitmentMismatch(bytes32 dealId, string field);
+    error TransferMismatch(uint256 expected, uint256 received);
+}
+
+/// @notice Events of the Escrow.
+interface IEscrowEvents {
+    event DealFunded(
+        bytes32 indexed dealId,
+        address indexed buyer,
+        address indexed seller,
+        Terms terms,
+        uint256 fundedAt,
+        uint256 deliverDeadline
+    );
+    event SpecPublished(bytes32 indexed dealId, bytes spec, bytes prestateAnchor);
+    event Delivered(
+        bytes32 indexed dealId,
+        bytes32 deliveryHash,
+        uint256 deliveredAt,
+        uint256 challengeDeadline,
+        uint256 sellerBond
+    );
+    event DeliveryPublished(bytes32 indexed dealId, bytes delivery);
+    event Disputed(
+        bytes32 indexed dealId,
+        bytes32 specHash,
+        bytes32 deliveryHash,
+        bytes32 prestateAnchorHash,
+        bytes32 prestateRoot,
+        bytes32 backendId,
+        bytes32 backendVersionHash,
+        uint256 epoch,
+        uint256 challengedAt,
+        uint256 resolveDeadline
+    );
+    event VerdictCommitted(
+        bytes32 indexed dealId,
+        VerdictCommitment commitment,
+        uint256 signedStake,
+        uint256 totalStake
+    );
+    /// @notice ERC-8004-style reputation projection keyed by deal: `reproduced = false` with a
+    ///         zero trace hash marks evidence withheld (timeout), distinct from a Failed verdict.
+    event ReputationEvidence(
+        address indexed agent,
+        bool reproduced,
+        bytes32 indexed dealId,
+        bytes32 traceHash,
+        bytes32 backendId
+    );
+    event Settled(
+        bytes32 indexed dealId,
+        Settlement settlement,
+        address indexed paidTo,
+        uint256 amount,
+        address bondPaidTo,
+        uint256 bond,
+        uint256 settledAt
+    );
+    event BackendAllowed(bytes32 indexed backendId, bytes32 indexed versionHash, bool allowed);
+}

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {VerdictCommitment} from "../libraries/VerdictHash.sol";
+
+/// @notice Errors of the ResolverRegistry.
+interface IResolverRegistryErrors {
+    error BondBelowMinimum(uint256 bond, uint256 minimum);
+    error BondTransferMismatch(uint256 expected, uint256 received);
+    error KeyAlreadyRegistered(bytes32 keyHash);
+    error OperatorAlreadyRegistered(address operator);
+    error InvalidProofOfPossession();
+    error NotResolver(address who);
+    error AlreadyExiting(uint256 resolver);
+    error NotExiting(uint256 resolver);
+    error UnbondingNotOver(uint256 resolver, uint256 availableAt);
+    error NothingToWithdraw(uint256 resolver);
+    error UnknownEpoch(uint256 epoch, uint256 current);
+    error NotAMember(uint256 resolver, uint256 epoch);
+    error IndicesNotAscending(uint256 position);
+    error EmptySignerSet();
+    error BelowThreshold(uint256 signedStake, uint256 totalStake, uint256 thresholdBps);
+    error InvalidSignature();
+    error NotAConflict(bytes32 dealIdA, bytes32 dealIdB);
+    error SameCommitment();
+    error NoEquivocator();
+    error InvalidParameters(string reason);
+}
+
+/// @notice Events of the ResolverRegistry.
+interface IResolverRegistryEvents {
+    event ResolverRegistered(
+        uint256 indexed resolver, address indexed operator, bytes32 indexed keyHash, uint256 bond
+    );
+    event ExitRequested(uint256 indexed resolver, address indexed operator, uint256 withdrawableAt);
+    event Withdrawn(uint256 indexed resolver, address indexed operator, uint256 amount);
+    event EpochStarted(uint256 indexed epoch, uint256 totalStake, uint256 members);
+    event Slashed(
+        uint256 indexed resolver,
+        bytes32 indexed dealId,
+        address indexed whistleblower,
+        uint256 reward,
+        uint256 toSink
+    );
+}
+
+/// @notice An aggregate signature over one commitment by an explicit signer set.
+struct Evidence {
+    VerdictCommitment commitment;
+    uint256 epoch;
+    /// @dev Registry indices of the signers, strictly ascending, members of `epoch`.
+    uint256[] signers;
+    /// @dev EIP-2537 G2 aggregate signature (256 bytes).
+    bytes signature;
+}
+
+/// @notice What the Escrow needs from the registry.
+interface IResolverRegistry {
+    /// @notice The epoch new disputes pin.
+    function currentEpoch() external view returns (uint256);
+
+    /// @notice The longest resolve window an escrow may give a dispute.
+    function maxResolveWindow() external view returns (uint256);
+
+    /// @notice Verifies a quorum certificate against `epoch`; reverts unless valid.
+    function verifyCertificate(
+        uint256 epoch,
+        bytes32 digest,
+        uint256[] calldata nonSigners,
+        bytes calldata signature
+    ) external view returns (uint256 signedStake, uint256 totalStake);
+}

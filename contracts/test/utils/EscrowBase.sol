@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {Escrow} from "../../src/Escrow.sol";
+import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
+import {Terms} from "../../src/interfaces/IEscrow.sol";
+import {Evidence} from "../../src/interfaces/IResolverRegistry.sol";
+import {VerdictCommitment} from "../../src/libraries/VerdictHash.sol";
+import {TestToken} from "../mocks/TestToken.sol";
+import {Vectors} from "./Vectors.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+
+/// @notice Deploys token, registry and escrow the way the Rust vector generator assumes
+///         (consensus/tests/it/escrow.rs): token and escrow at fixed addresses, chain id 31337,
+///         resolvers registered in vector order so registry index i is vector resolver i.
+abstract contract EscrowBase is Vectors {
+    address internal constant ESCROW = address(uint160(0xe5c40001));
+    address internal constant TOKEN = address(uint160(0x70ce0001));
+    address internal constant BUYER = address(uint160(0x0b0b0001));
+    address internal constant SELLER = address(uint160(0x05e11e01));
+    address internal constant SINK = address(uint160(0xdead));
+    address internal constant SLASHER = address(uint160(0x51a5));
+
+    uint256 internal constant BOND = 1000e18;
+    uint256 internal constant THRESHOLD_BPS = 6667;
+    uint256 internal constant MAX_RESOLVE = 7 days;
+    uint256 internal constant SLASHING_WINDOW = 7 days;
+    uint256 internal constant UNBONDING = 15 days;
+    uint256 internal constant WHISTLEBLOWER_BPS = 1000;
+
+    TestToken internal token;
+    ResolverRegistry internal registry;
+    Escrow internal escrow;
+
+    /// @dev Runs `initCode` at `where` (constructor included), then installs the runtime code.
+    function _deployAt(address where, bytes memory initCode) internal returns (address) {
+        vm.etch(where, initCode);
+        (bool ok, bytes memory runtime) = where.call("");
+        require(ok, "constructor failed");
+        vm.etch(where, runtime);
+        return where;
+    }
+
+    function _deploySystem() internal {
+        vm.warp(1_700_000_000);
+        token = TestToken(_deployAt(TOKEN, type(TestToken).creationCode));
+        registry = new ResolverRegistry(
+            IERC20(TOKEN),
+            BOND,
+            THRESHOLD_BPS,
+            MAX_RESOLVE,
+            SLASHING_WINDOW,
+            UNBONDING,
+            WHISTLEBLOWER_BPS,
+            SINK
+        );
+        escrow = Escrow(
+            _deployAt(
+                ESCROW,
+                abi.encodePacked(type(Escrow).creationCode, abi.encode(registry, address(this)))
+            )
+        );
+    }
+
+    function _operator(uint256 i) internal pure returns (address) {
+        // forge-lint: disable-next-line(unsafe-typecast)
+        return address(uint160(0x0e0000 + i)); // i < 2^32
+    }
+
+    /// @dev Registers resolvers `[0, n)` of `json` (fields `.resolvers[i].publicKey` / `.proofOfPossession`).
+    function _registerResolvers(string memory json, uint256 n) internal {
+        for (uint256 i; i < n; ++i) {
+            string memory r = _at(".resolvers", i);
+            address op = _operator(i);
+            token.mint(op, BOND);
+            vm.startPrank(op);
+            token.approve(address(registry), BOND);
+            registry.register(
+                vm.parseJsonBytes(json, string.concat(r, ".publicKey")),
+                vm.parseJsonBytes(json, string.concat(r, ".proofOfPossession")),
+                BOND
+            );
+            vm.stopPrank();
+        }
+    }
+
+    function _terms(string memory json, string memory base) internal pure returns (Terms memory t) {
+        string memory p = string.concat(base, ".terms.");
+        t.seller = vm.parseJsonAddress(json, string.concat(p, "seller"));
+        t.token = IERC20(vm.parseJsonAddress(json, string.concat(p, "token")));
+        t.amount = vm.parseJsonUint(json, string.concat(p, "amount"));
+        t.specHash = vm.parseJsonBytes32(json, string.concat(p, "specHash"));
+        t.prestateAnchorHash = vm.parseJsonBytes32(json, string.concat(p, "prestateAnchorHash"));
+        t.prestateRoot = vm.parseJsonBytes32(json, string.concat(p, "prestateRoot"));
+        t.backendId = vm.parseJsonBytes32(json, string.concat(p, "backendId"));
+        t.backendVersionHash = vm.parseJsonBytes32(json, string.concat(p, "backendVersionHash"));
+        t.sellerBond = vm.parseJsonUint(json, string.concat(p, "sellerBond"));
+        // forge-lint: disable-next-line(unsafe-typecast)
+        t.deliverWindow = uint64(vm.parseJsonUint(json, string.concat(p, "deliverWindow")));
+        // forge-lint: disable-next-line(unsafe-typecast)
+        t.challengeWindow = uint64(vm.parseJsonUint(json, string.concat(p, "challengeWindow")));
+        // forge-lint: disable-next-line(unsafe-typecast)
+        t.resolveWindow = uint64(vm.parseJsonUint(json, string.concat(p, "resolveWindow")));
+        t.salt = vm.parseJsonBytes32(json, string.concat(p, "salt"));
+    }
+
+    function _allowBackend(Terms memory t) internal {
+        escrow.setBackend(t.backendId, t.backendVersionHash, true);
+    }
+
+    function _fund(Terms memory t) internal returns (bytes32 id) {
+        token.mint(BUYER, t.amount);
+        vm.startPrank(BUYER);
+        token.approve(ESCROW, t.amount);
+        id = escrow.fund(t, "", "");
+        vm.stopPrank();
+    }
+
+    function _deliver(bytes32 id, Terms memory t, bytes32 deliveryHash) internal {
+        vm.warp(block.timestamp + 1);
+        token.mint(SELLER, t.sellerBond);
+        vm.startPrank(SELLER);
+        token.approve(ESCROW, t.sellerBond);
+        escrow.deliver(id, deliveryHash, "");
+        vm.stopPrank();
+    }
+
+    function _challenge(bytes32 id) internal {
+        vm.warp(block.timestamp + 1);
+        vm.prank(BUYER);
+        escrow.challenge(id);
+    }
+
+    /// @dev Funds, delivers and challenges the deal at `base` of `json`.
+    function _dispute(string memory json, string memory base) internal returns (bytes32 id) {
+        Terms memory t = _terms(json, base);
+        _allowBackend(t);
+        id = _fund(t);
+        require(id == vm.parseJsonBytes32(json, string.concat(base, ".dealId")), "deal id");
+        _deliver(id, t, vm.parseJsonBytes32(json, string.concat(base, ".deliveryHash")));
+        _challenge(id);
+    }
+
+    /// @dev G2 addition through the EIP-2537 precompile (aggregating Rust-made partials).
+    function _addG2(bytes memory a, bytes memory b) internal view returns (bytes memory out) {
+        if (a.length == 0) return b;
+        out = new bytes(256);
+        (bool ok, bytes memory r) = address(0x0d).staticcall(abi.encodePacked(a, b));
+        require(ok && r.length == 256, "G2ADD");
+        out = r;
+    }
+}
