@@ -7,6 +7,7 @@ import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
+import {IERC3009} from "./interfaces/IERC3009.sol";
 import {
     Authorization,
     Deal,
@@ -16,7 +17,6 @@ import {
     Settlement,
     Terms
 } from "./interfaces/IEscrow.sol";
-import {IERC3009} from "./interfaces/IERC3009.sol";
 import {IResolverRegistry} from "./interfaces/IResolverRegistry.sol";
 import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.sol";
 
@@ -294,17 +294,18 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
 
     function _receive(Terms calldata terms, bytes32 nonce, Authorization calldata auth) internal {
         uint256 before = terms.token.balanceOf(address(this));
-        IERC3009(address(terms.token)).receiveWithAuthorization(
-            auth.buyer,
-            address(this),
-            terms.amount,
-            auth.validAfter,
-            auth.validBefore,
-            nonce,
-            auth.v,
-            auth.r,
-            auth.s
-        );
+        IERC3009(address(terms.token))
+            .receiveWithAuthorization(
+                auth.buyer,
+                address(this),
+                terms.amount,
+                auth.validAfter,
+                auth.validBefore,
+                nonce,
+                auth.v,
+                auth.r,
+                auth.s
+            );
         uint256 received = terms.token.balanceOf(address(this)) - before;
         if (received != terms.amount) revert TransferMismatch(terms.amount, received);
     }

@@ -91,8 +91,8 @@ contract ResolverRegistry is
     /// @dev Operator => resolver index + 1 of its latest registration.
     mapping(address operator => uint256) internal _indexPlusOne;
     /// @notice Whether a resolver was slashed for a deal of a verdict domain.
-    mapping(bytes32 domainSeparator => mapping(bytes32 dealId => mapping(uint256 => bool)))
-        public slashedFor;
+    mapping(bytes32 domainSeparator => mapping(bytes32 dealId => mapping(uint256 => bool))) public
+        slashedFor;
 
     constructor(
         IERC20 bondToken_,
@@ -104,7 +104,9 @@ contract ResolverRegistry is
         uint256 whistleblowerBps_,
         address slashSink_
     ) {
-        if (address(bondToken_) == address(0)) revert InvalidParameters("bond token");
+        if (address(bondToken_) == address(0)) {
+            revert InvalidParameters("bond token");
+        }
         if (minimumBond_ == 0) revert InvalidParameters("minimum bond");
         if (thresholdBps_ <= BPS / 2 || thresholdBps_ > BPS) revert InvalidParameters("threshold");
         if (maxResolveWindow_ == 0 || slashingWindow_ == 0) revert InvalidParameters("windows");

@@ -46,6 +46,7 @@ interface Vm {
     function warp(uint256 timestamp) external;
     function expectRevert(bytes calldata revertData) external;
     function expectRevert(bytes4 selector) external;
+    function expectRevert() external;
     function sign(uint256 privateKey, bytes32 digest)
         external
         pure
