@@ -40,6 +40,9 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     /// @notice The committee registry certificates are verified against.
     IResolverRegistry public immutable registry;
 
+    uint256 internal immutable _cachedChainId;
+    bytes32 internal immutable _cachedDomainSeparator;
+
     mapping(bytes32 dealId => Deal) internal _deals;
     /// @notice Replay backends (id, exact version) deals may be funded against.
     mapping(bytes32 backendId => mapping(bytes32 versionHash => bool)) public backendAllowed;
@@ -47,6 +50,9 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     constructor(IResolverRegistry registry_, address owner_) Ownable(owner_) {
         if (address(registry_) == address(0)) revert ZeroAddress("registry");
         registry = registry_;
+        _cachedChainId = block.chainid;
+        _cachedDomainSeparator =
+            VerdictHash.domainSeparator(NAME, VERSION, block.chainid, address(this));
     }
 
     // ------------------------------------------------------------------ funding
@@ -99,6 +105,14 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         }
         d.state = DealState.Delivered;
         d.deliveryHash = deliveryHash;
+        d.verdictFieldsHash = _verdictFieldsHash(
+            d.specHash,
+            deliveryHash,
+            d.prestateAnchorHash,
+            d.prestateRoot,
+            d.backendId,
+            d.backendVersionHash
+        );
         d.deliveredAt = block.timestamp.toUint64();
         d.challengeDeadline = (block.timestamp + d.challengeWindow).toUint64();
         emit Delivered(dealId, deliveryHash, block.timestamp, d.challengeDeadline, d.sellerBond);
@@ -210,6 +224,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
 
     /// @notice The EIP-712 domain separator verdicts for this escrow are signed under.
     function domainSeparator() public view returns (bytes32) {
+        if (block.chainid == _cachedChainId) return _cachedDomainSeparator;
         return VerdictHash.domainSeparator(NAME, VERSION, block.chainid, address(this));
     }
 
@@ -254,8 +269,8 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         d.deliverDeadline = (block.timestamp + t.deliverWindow).toUint64();
         d.challengeWindow = t.challengeWindow;
         d.resolveWindow = t.resolveWindow;
-        d.amount = t.amount;
-        d.sellerBond = t.sellerBond;
+        d.amount = t.amount.toUint128();
+        d.sellerBond = t.sellerBond.toUint128();
         d.specHash = t.specHash;
         d.prestateAnchorHash = t.prestateAnchorHash;
         d.prestateRoot = t.prestateRoot;
@@ -269,7 +284,37 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         if (d.state != expected) revert WrongState(dealId, expected, d.state);
     }
 
+    function _verdictFieldsHash(
+        bytes32 specHash,
+        bytes32 deliveryHash,
+        bytes32 prestateAnchorHash,
+        bytes32 prestateRoot,
+        bytes32 backendId,
+        bytes32 backendVersionHash
+    ) internal pure returns (bytes32) {
+        return keccak256(
+            abi.encode(
+                specHash,
+                deliveryHash,
+                prestateAnchorHash,
+                prestateRoot,
+                backendId,
+                backendVersionHash
+            )
+        );
+    }
+
+    /// @dev One storage read on the success path; on a mismatch, names the differing field.
     function _checkCommitment(Deal storage d, VerdictCommitment calldata c) internal view {
+        bytes32 fields = _verdictFieldsHash(
+            c.specHash,
+            c.deliveryHash,
+            c.prestateAnchorHash,
+            c.prestateRoot,
+            c.backendId,
+            c.backendVersionHash
+        );
+        if (fields == d.verdictFieldsHash) return;
         bytes32 id = c.dealId;
         if (c.specHash != d.specHash) revert CommitmentMismatch(id, "specHash");
         if (c.deliveryHash != d.deliveryHash) revert CommitmentMismatch(id, "deliveryHash");
@@ -281,6 +326,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         if (c.backendVersionHash != d.backendVersionHash) {
             revert CommitmentMismatch(id, "backendVersionHash");
         }
+        revert CommitmentMismatch(id, "fields");
     }
 
     /// @dev `SHA-256(prefix || bytes)` must equal `expected` (the content-hash rule).
@@ -321,17 +367,18 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     function _settle(bytes32 dealId, Deal storage d, Settlement how) internal {
         bool delivered = d.deliveredAt != 0;
         uint256 bond = delivered ? d.sellerBond : 0;
+        uint256 amount = d.amount;
         address paidTo = how == Settlement.Released ? d.seller : d.buyer;
         address bondPaidTo = how == Settlement.TimedOut ? d.buyer : d.seller;
         d.state = DealState.Resolved;
         d.settlement = how;
         d.settledAt = block.timestamp.toUint64();
-        emit Settled(dealId, how, paidTo, d.amount, bondPaidTo, bond, block.timestamp);
+        emit Settled(dealId, how, paidTo, amount, bondPaidTo, bond, block.timestamp);
         IERC20 token = d.token;
         if (paidTo == bondPaidTo) {
-            token.safeTransfer(paidTo, d.amount + bond);
+            token.safeTransfer(paidTo, amount + bond);
         } else {
-            token.safeTransfer(paidTo, d.amount);
+            token.safeTransfer(paidTo, amount);
             if (bond > 0) token.safeTransfer(bondPaidTo, bond);
         }
     }

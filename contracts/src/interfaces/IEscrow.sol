@@ -72,8 +72,10 @@ struct Deal {
     uint64 challengeWindow;
     uint64 resolveWindow;
     uint64 settledAt;
-    uint256 amount;
-    uint256 sellerBond;
+    uint128 amount;
+    uint128 sellerBond;
+    /// @dev keccak256 of the six deal fields a verdict commitment must repeat (set at delivery).
+    bytes32 verdictFieldsHash;
     bytes32 specHash;
     bytes32 prestateAnchorHash;
     bytes32 prestateRoot;

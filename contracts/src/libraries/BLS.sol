@@ -175,7 +175,8 @@ library BLS {
         uint256[] memory indices
     ) internal view returns (bytes memory key) {
         key = unpackG1(aggregate);
-        uint256 length = keys.length;
+        // Read the table length only when there is something to subtract (a cold SLOAD).
+        uint256 length = indices.length == 0 ? 0 : keys.length;
         bytes4 outOfRange = BLSIndexOutOfRange.selector;
         bool ok = true;
         assembly ("memory-safe") {
@@ -212,29 +213,48 @@ library BLS {
     // ------------------------------------------------------------------ hash to curve
 
     /// @notice expand_message_xmd (RFC 9380 §5.3.1) with SHA-256, for 256 output bytes.
+    /// @dev msg_prime = Z_pad(64) || msg || I2OSP(256, 2) || I2OSP(0, 1) || DST_prime;
+    ///      b_0 = H(msg_prime); b_i = H((b_0 xor b_(i-1)) || I2OSP(i, 1) || DST_prime), b_(0) xor
+    ///      term taken as zero for i = 1; output b_1 || ... || b_8. Buffers are built in place.
     function expandMessageXmd(bytes memory message, bytes memory dst)
         internal
-        pure
+        view
         returns (bytes memory uniform)
     {
         if (dst.length > 255) revert BLSDstTooLong(dst.length);
-        // forge-lint: disable-next-line(unsafe-typecast)
-        bytes memory dstPrime = abi.encodePacked(dst, uint8(dst.length)); // checked <= 255
-        // msg_prime = Z_pad(64) || msg || I2OSP(256, 2) || I2OSP(0, 1) || DST_prime
-        bytes32 b0 =
-            sha256(abi.encodePacked(bytes32(0), bytes32(0), message, hex"010000", dstPrime));
-        bytes32 bi = sha256(abi.encodePacked(b0, uint8(1), dstPrime));
         uniform = new bytes(256);
+        bool ok;
         assembly ("memory-safe") {
-            mstore(add(uniform, 0x20), bi)
-        }
-        for (uint256 i = 2; i <= 8; ++i) {
-            // forge-lint: disable-next-line(unsafe-typecast)
-            bi = sha256(abi.encodePacked(b0 ^ bi, uint8(i), dstPrime)); // i <= 8
-            assembly ("memory-safe") {
+            let dstLen := mload(dst)
+            let msgLen := mload(message)
+            let buf := mload(0x40)
+            mstore(buf, 0)
+            mstore(add(buf, 0x20), 0)
+            mcopy(add(buf, 0x40), add(message, 0x20), msgLen)
+            let p := add(add(buf, 0x40), msgLen)
+            mstore8(p, 0x01)
+            mstore8(add(p, 1), 0x00)
+            mstore8(add(p, 2), 0x00)
+            mcopy(add(p, 3), add(dst, 0x20), dstLen)
+            mstore8(add(add(p, 3), dstLen), dstLen)
+            let primeLen := add(add(0x43, msgLen), add(dstLen, 1))
+            ok := staticcall(gas(), 0x02, buf, primeLen, 0x00, 0x20)
+            let b0 := mload(0x00)
+            // b_i input: 32 bytes || i || DST_prime, after msg_prime.
+            let bufI := add(buf, add(primeLen, 0x20))
+            mcopy(add(bufI, 0x21), add(dst, 0x20), dstLen)
+            mstore8(add(add(bufI, 0x21), dstLen), dstLen)
+            let lenI := add(0x22, dstLen)
+            let bi := 0
+            for { let i := 1 } lt(i, 9) { i := add(i, 1) } {
+                mstore(bufI, xor(b0, bi))
+                mstore8(add(bufI, 0x20), i)
+                ok := and(ok, staticcall(gas(), 0x02, bufI, lenI, 0x00, 0x20))
+                bi := mload(0x00)
                 mstore(add(uniform, mul(i, 0x20)), bi)
             }
         }
+        if (!ok) revert BLSPrecompileFailed(SHA256_PRECOMPILE);
     }
 
     /// @notice hash_to_field (RFC 9380 §5.2) for two Fp2 elements: u0 and u1 as 128-byte
