@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {Escrow} from "../../src/Escrow.sol";
+import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
+import {DealState, Terms} from "../../src/interfaces/IEscrow.sol";
+import {Evidence} from "../../src/interfaces/IResolverRegistry.sol";
+import {VerdictCommitment} from "../../src/libraries/VerdictHash.sol";
+import {TestToken} from "../mocks/TestToken.sol";
+import {Vectors} from "../utils/Vectors.sol";
+
+/// @notice Drives the escrow and the registry with random but well-typed actions over the four
+///         vector deals and eight vector resolvers, keeping ghost totals for the invariants.
+///         Every certificate and evidence is an aggregate of real Rust-made partial signatures.
+contract EscrowHandler is Vectors {
+    Escrow internal immutable escrow;
+    ResolverRegistry internal immutable registry;
+    TestToken internal immutable token;
+    address internal immutable buyer;
+    address internal immutable seller;
+    uint256 internal immutable unbonding;
+
+    uint256 internal constant DEALS = 4;
+    uint256 internal constant RESOLVERS = 8;
+
+    Terms[DEALS] internal terms;
+    bytes32[DEALS] public dealIds;
+    bytes32[DEALS] internal deliveryHashes;
+    /// @dev [deal][0 = Reproduced, 1 = Failed]
+    VerdictCommitment[2][DEALS] internal commitments;
+    bytes[RESOLVERS][2][DEALS] internal partials;
+
+    // ghosts
+    uint256[DEALS] public settlements;
+    bool public earlyWithdrawal;
+    bool[DEALS] public quorumsSlashed;
+    mapping(bytes32 => uint256) public calls;
+    bytes public lastRefusal;
+
+    constructor(
+        Escrow escrow_,
+        ResolverRegistry registry_,
+        TestToken token_,
+        string memory ev,
+        address buyer_,
+        address seller_,
+        uint256 unbonding_
+    ) {
+        (escrow, registry, token, buyer, seller, unbonding) =
+        (escrow_, registry_, token_, buyer_, seller_, unbonding_);
+        for (uint256 k; k < DEALS; ++k) {
+            string memory d = _at(".deals", k);
+            dealIds[k] = vm.parseJsonBytes32(ev, string.concat(d, ".dealId"));
+            deliveryHashes[k] = vm.parseJsonBytes32(ev, string.concat(d, ".deliveryHash"));
+            _loadTerms(ev, d, k);
+            for (uint256 o; o < 2; ++o) {
+                string memory s = string.concat(d, o == 0 ? ".reproduced" : ".failed");
+                commitments[k][o] = _commitment(ev, s);
+                for (uint256 i; i < RESOLVERS; ++i) {
+                    if ((o == 0 && i <= 5) || (o == 1 && i >= 2)) {
+                        partials[k][o][i] = vm.parseJsonBytes(
+                            ev, string.concat(s, ".partials[", vm.toString(i), "]")
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    function _loadTerms(string memory ev, string memory d, uint256 k) internal {
+        string memory p = string.concat(d, ".terms.");
+        Terms storage t = terms[k];
+        t.seller = vm.parseJsonAddress(ev, string.concat(p, "seller"));
+        t.token = token;
+        t.amount = vm.parseJsonUint(ev, string.concat(p, "amount"));
+        t.specHash = vm.parseJsonBytes32(ev, string.concat(p, "specHash"));
+        t.prestateAnchorHash = vm.parseJsonBytes32(ev, string.concat(p, "prestateAnchorHash"));
+        t.prestateRoot = vm.parseJsonBytes32(ev, string.concat(p, "prestateRoot"));
+        t.backendId = vm.parseJsonBytes32(ev, string.concat(p, "backendId"));
+        t.backendVersionHash = vm.parseJsonBytes32(ev, string.concat(p, "backendVersionHash"));
+        t.sellerBond = vm.parseJsonUint(ev, string.concat(p, "sellerBond"));
+        t.deliverWindow = 1 days;
+        t.challengeWindow = 1 days;
+        t.resolveWindow = 1 days;
+        t.salt = vm.parseJsonBytes32(ev, string.concat(p, "salt"));
+    }
+
+    function _state(uint256 k) internal view returns (DealState) {
+        return escrow.deal(dealIds[k]).state;
+    }
+
+    function _operator(uint256 i) internal pure returns (address) {
+        // forge-lint: disable-next-line(unsafe-typecast)
+        return address(uint160(0x0e0000 + i)); // as EscrowBase registers them
+    }
+
+    /// @dev The first deal in `state`, scanning from `k`; DEALS if none. Actions pick their deal
+    ///      this way so random sequences make progress through the phases.
+    function _find(uint256 k, DealState state) internal view returns (uint256) {
+        for (uint256 j; j < DEALS; ++j) {
+            uint256 c = (k + j) % DEALS;
+            if (_state(c) == state) return c;
+        }
+        return DEALS;
+    }
+
+    /// @dev Time only moves forward.
+    function _warpTo(uint256 t) internal {
+        if (t > block.timestamp) vm.warp(t);
+    }
+
+    // ------------------------------------------------------------------ actions
+
+    function warp(uint256 seconds_) external {
+        vm.warp(block.timestamp + (seconds_ % 4 hours) + 1);
+        calls["warp"]++;
+    }
+
+    function fund(uint256 k) external {
+        k = _find(k % DEALS, DealState.None);
+        if (k == DEALS) return;
+        token.mint(buyer, terms[k].amount);
+        vm.startPrank(buyer);
+        token.approve(address(escrow), terms[k].amount);
+        require(escrow.fund(terms[k], "", "") == dealIds[k], "deal id");
+        vm.stopPrank();
+        calls["fund"]++;
+    }
+
+    function deliver(uint256 k) external {
+        k = _find(k % DEALS, DealState.Held);
+        if (k == DEALS) return;
+        if (block.timestamp > escrow.deal(dealIds[k]).deliverDeadline) return;
+        vm.warp(block.timestamp + 1);
+        if (block.timestamp > escrow.deal(dealIds[k]).deliverDeadline) return;
+        token.mint(seller, terms[k].sellerBond);
+        vm.startPrank(seller);
+        token.approve(address(escrow), terms[k].sellerBond);
+        escrow.deliver(dealIds[k], deliveryHashes[k], "");
+        vm.stopPrank();
+        calls["deliver"]++;
+    }
+
+    function challenge(uint256 k) external {
+        k = _find(k % DEALS, DealState.Delivered);
+        if (k == DEALS) return;
+        vm.warp(block.timestamp + 1);
+        if (block.timestamp >= escrow.deal(dealIds[k]).challengeDeadline) return;
+        vm.prank(buyer);
+        escrow.challenge(dealIds[k]);
+        calls["challenge"]++;
+    }
+
+    function _popcount(uint256 x) internal pure returns (uint256 c) {
+        for (; x != 0; x &= x - 1) {
+            ++c;
+        }
+    }
+
+    /// @dev Aggregates the partials of side `o` by resolvers in `mask` that are members of
+    ///      `epoch`; non-signers are the epoch's other members.
+    function _aggregate(uint256 k, uint256 o, uint256 mask, uint256 epoch)
+        internal
+        view
+        returns (uint256[] memory signers, uint256[] memory nonSigners, bytes memory sig)
+    {
+        uint256 members;
+        for (uint256 i; i < RESOLVERS; ++i) {
+            if (registry.isMember(i, epoch)) members |= 1 << i;
+        }
+        uint256 signing = members & mask & (o == 0 ? 0x3f : 0xfc);
+        signers = new uint256[](_popcount(signing));
+        nonSigners = new uint256[](_popcount(members & ~signing));
+        (uint256 a, uint256 b) = (0, 0);
+        for (uint256 i; i < RESOLVERS; ++i) {
+            if (signing & (1 << i) != 0) {
+                signers[a++] = i;
+                sig = _addG2(sig, partials[k][o][i]);
+            } else if (members & (1 << i) != 0) {
+                nonSigners[b++] = i;
+            }
+        }
+    }
+
+    function _addG2(bytes memory a, bytes memory b) internal view returns (bytes memory) {
+        if (a.length == 0) return b;
+        (bool ok, bytes memory sum) = address(0x0d).staticcall(abi.encodePacked(a, b));
+        require(ok && sum.length == 256, "G2ADD");
+        return sum;
+    }
+
+    /// @dev A certificate from a subset of one side's signers (every signer half of the time);
+    ///      below-threshold subsets and late certificates are refused.
+    function resolve(uint256 k, bool reproduced, uint256 mask) external {
+        k = _find(k % DEALS, DealState.Disputed);
+        if (k == DEALS) return;
+        calls["resolve-attempt"]++;
+        if (mask & 0x100 == 0) mask = type(uint256).max;
+        uint256 o = reproduced ? 0 : 1;
+        (uint256[] memory signers, uint256[] memory non, bytes memory sig) =
+            _aggregate(k, o, mask, escrow.deal(dealIds[k]).epoch);
+        if (signers.length == 0) return;
+        try escrow.resolve(commitments[k][o], non, sig) {
+            settlements[k]++;
+            calls["resolve"]++;
+        } catch (bytes memory reason) {
+            lastRefusal = reason;
+            calls["resolve-refused"]++;
+        }
+    }
+
+    function timeoutRefund(uint256 k) external {
+        k = _find(k % DEALS, DealState.Disputed);
+        if (k == DEALS) return;
+        _warpTo(uint256(escrow.deal(dealIds[k]).resolveDeadline) + 1);
+        escrow.timeoutRefund(dealIds[k]);
+        settlements[k]++;
+        calls["timeout"]++;
+    }
+
+    function releaseOrReclaim(uint256 k) external {
+        k %= DEALS;
+        DealState s = _state(k);
+        if (s == DealState.Delivered) {
+            _warpTo(escrow.deal(dealIds[k]).challengeDeadline);
+            escrow.release(dealIds[k]);
+        } else if (s == DealState.Held) {
+            _warpTo(uint256(escrow.deal(dealIds[k]).deliverDeadline) + 1);
+            escrow.reclaim(dealIds[k]);
+        } else {
+            return;
+        }
+        settlements[k]++;
+        calls["release-reclaim"]++;
+    }
+
+    /// @dev Evidence from any two subsets of the two sides of one deal. Slashing removes the
+    ///      equivocators every quorum needs, so only a third of the calls act, to leave the
+    ///      campaign room to resolve deals too.
+    function slash(uint256 k, uint256 maskA, uint256 maskB) external {
+        if (k % 3 != 0) return;
+        k %= DEALS;
+        Evidence memory a;
+        Evidence memory b;
+        (a.signers,, a.signature) = _aggregate(k, 0, maskA, 8);
+        (b.signers,, b.signature) = _aggregate(k, 1, maskB, 8);
+        if (a.signers.length == 0 || b.signers.length == 0) return;
+        (a.commitment, b.commitment) = (commitments[k][0], commitments[k][1]);
+        (a.epoch, b.epoch) = (8, 8);
+        try registry.slashEquivocation(escrow.domainSeparator(), a, b) {
+            calls["slash"]++;
+            if (maskA & 0x3f == 0x3f && maskB & 0xfc == 0xfc) quorumsSlashed[k] = true;
+        } catch {
+            calls["slash-refused"]++;
+        }
+    }
+
+    /// @dev The two conflicting quorum certificates of a deal, submitted as evidence.
+    function slashQuorums(uint256 k) external {
+        if (k % 3 != 0) return;
+        this.slash(k, 0xff, 0xff);
+        // Either this call slashed, or every equivocator was already slashed for this deal.
+        quorumsSlashed[k % DEALS] = true;
+    }
+
+    /// @dev Half of the calls act (exits shrink the committee like slashing does).
+    function requestExit(uint256 i) external {
+        if (i % 2 != 0) return;
+        i = (i / 2) % RESOLVERS;
+        vm.prank(_operator(i));
+        try registry.requestExit() {
+            calls["exit"]++;
+        } catch {}
+    }
+
+    /// @dev A quarter of the calls first wait until the unbonding delay is over (which also
+    ///      lets every open dispute time out).
+    function withdraw(uint256 i) external {
+        bool wait = i % 4 == 0;
+        i = (i / 4) % RESOLVERS;
+        (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(i);
+        if (wait && r.exitRequestedAt != 0) _warpTo(uint256(r.exitRequestedAt) + unbonding);
+        vm.prank(_operator(i));
+        try registry.withdraw() {
+            if (block.timestamp < uint256(r.exitRequestedAt) + unbonding) earlyWithdrawal = true;
+            calls["withdraw"]++;
+        } catch {}
+    }
+
+    // ------------------------------------------------------------------ views for invariants
+
+    function dealCount() external pure returns (uint256) {
+        return DEALS;
+    }
+}

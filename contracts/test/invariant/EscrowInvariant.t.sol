@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
+import {Deal, DealState} from "../../src/interfaces/IEscrow.sol";
+import {EscrowBase} from "../utils/EscrowBase.sol";
+import {EscrowHandler} from "./EscrowHandler.sol";
+
+/// @notice Invariants of escrow + registry under random handler sequences
+///         (fund / deliver / challenge / resolve / timeout / release / reclaim / slash / exit /
+///         withdraw / warp) on real BLS vectors.
+contract EscrowInvariantTest is EscrowBase {
+    EscrowHandler internal handler;
+
+    function setUp() public {
+        string memory ev = _read("consensus/vectors/escrow.json");
+        _deploySystem();
+        _registerResolvers(ev, 8);
+        escrow.setBackend(
+            vm.parseJsonBytes32(ev, ".deals[0].terms.backendId"),
+            vm.parseJsonBytes32(ev, ".deals[0].terms.backendVersionHash"),
+            true
+        );
+        handler = new EscrowHandler(escrow, registry, token, ev, BUYER, SELLER, UNBONDING);
+    }
+
+    /// @dev Read by forge's invariant runner: only the handler is called.
+    function targetContracts() public view returns (address[] memory targets) {
+        targets = new address[](1);
+        targets[0] = address(handler);
+    }
+
+    /// @notice The escrow holds exactly the amounts of live deals plus their locked DA bonds.
+    function invariant_escrowConservesFunds() public view {
+        uint256 owed;
+        for (uint256 k; k < handler.dealCount(); ++k) {
+            Deal memory d = escrow.deal(handler.dealIds(k));
+            if (d.state == DealState.Held) owed += d.amount;
+            if (d.state == DealState.Delivered || d.state == DealState.Disputed) {
+                owed += uint256(d.amount) + d.sellerBond;
+            }
+        }
+        require(token.balanceOf(address(escrow)) == owed, "escrow balance != live deals");
+    }
+
+    /// @notice The registry holds exactly the resolvers' remaining bonds.
+    function invariant_registryConservesBonds() public view {
+        uint256 bonds;
+        for (uint256 i; i < registry.resolverCount(); ++i) {
+            (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(i);
+            bonds += r.bond;
+        }
+        require(token.balanceOf(address(registry)) == bonds, "registry balance != bonds");
+    }
+
+    /// @notice No deal is settled twice.
+    function invariant_noDoubleSettlement() public view {
+        for (uint256 k; k < handler.dealCount(); ++k) {
+            require(handler.settlements(k) <= 1, "settled twice");
+            Deal memory d = escrow.deal(handler.dealIds(k));
+            require((handler.settlements(k) == 1) == (d.state == DealState.Resolved), "state");
+        }
+    }
+
+    /// @notice Resolvers 0, 1 (only signed Reproduced) and 6, 7 (only Failed) are never slashed,
+    ///         whatever evidence is submitted.
+    function invariant_honestNeverSlashed() public view {
+        uint256[4] memory honest = [uint256(0), 1, 6, 7];
+        for (uint256 j; j < 4; ++j) {
+            (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(honest[j]);
+            require(!r.slashed, "honest resolver slashed");
+        }
+    }
+
+    /// @notice Two conflicting quorum certificates for a deal cost at least
+    ///         (2 * threshold - 100 %) of the epoch's stake.
+    function invariant_accountableSafety() public view {
+        for (uint256 k; k < handler.dealCount(); ++k) {
+            if (!handler.quorumsSlashed(k)) continue;
+            (, uint256 total,,) = registry.epochInfo(8);
+            uint256 slashedStake;
+            for (uint256 i; i < 8; ++i) {
+                (ResolverRegistry.Resolver memory r, ResolverRegistry.Membership memory m,) =
+                    registry.resolverInfo(i);
+                if (r.slashed) slashedStake += m.stake;
+            }
+            require(
+                slashedStake * 10_000 >= total * (2 * THRESHOLD_BPS - 10_000), "accountable safety"
+            );
+        }
+    }
+
+    /// @notice No bond left the registry before its unbonding delay was over.
+    function invariant_exitsNeverEscapeSlashing() public view {
+        require(!handler.earlyWithdrawal(), "withdrew before the unbonding delay");
+    }
+}
