@@ -227,7 +227,8 @@ fn sig(v: &Value) -> Signature {
 }
 
 fn key(v: &Value) -> PublicKey {
-    let pk = PublicKey::from_eip2537(&hex::decode(v["publicKey"].as_str().unwrap()).unwrap()).unwrap();
+    let pk =
+        PublicKey::from_eip2537(&hex::decode(v["publicKey"].as_str().unwrap()).unwrap()).unwrap();
     pk.verify_possession(&sig(&v["proofOfPossession"])).unwrap();
     pk
 }
@@ -274,9 +275,14 @@ pub(crate) fn consume_escrow_gas(file: &Value) -> usize {
         let n = v["n"].as_u64().unwrap() as usize;
         let c: VerdictCommitment = serde_json::from_value(v["commitment"].clone()).unwrap();
         assert_eq!(c.deal_id.to_string(), v["dealId"].as_str().unwrap());
-        let non: Vec<usize> =
-            v["nonSigners"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect();
-        let agg = PublicKey::aggregate((0..n).filter(|i| !non.contains(i)).map(|i| &keys[i])).unwrap();
+        let non: Vec<usize> = v["nonSigners"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as usize)
+            .collect();
+        let agg =
+            PublicKey::aggregate((0..n).filter(|i| !non.contains(i)).map(|i| &keys[i])).unwrap();
         sig(&v["signature"]).verify(&agg, &c.eip712_digest(&d)).unwrap();
     }
     cases.len()
