@@ -233,7 +233,7 @@ contract EscrowTest is EscrowBase {
         uint256 sinkBefore = token.balanceOf(SINK);
         vm.prank(SLASHER);
         uint256 slashed = registry.slashEquivocation(ds, a, b);
-        vm.snapshotGasLastCall("EscrowGas", "slashEquivocation-6v6-4slashed");
+        vm.snapshotGasLastCall("RegistryGas", "slashEquivocation-6v6-4slashed");
         require(slashed == 4, "2..5 equivocated");
         uint256 reward = BOND * WHISTLEBLOWER_BPS / 10_000;
         require(token.balanceOf(SLASHER) == 4 * reward, "whistleblower share");
