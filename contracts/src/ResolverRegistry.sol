@@ -81,9 +81,13 @@ contract ResolverRegistry is
     /// @notice Receiver of the rest of a slashed bond.
     address public immutable slashSink;
 
-    BLS.PackedG1[] internal _keys;
-    Membership[] internal _memberships;
-    Resolver[] internal _resolvers;
+    /// @notice Number of resolvers ever registered; indices are `[0, resolverCount)`.
+    uint256 public resolverCount;
+    /// @dev Mappings, not arrays: a lookup needs no (cold) length read. An unregistered index
+    ///      has `joinedEpoch == 0` (epoch 0 is the empty genesis committee).
+    mapping(uint256 => BLS.PackedG1) internal _keys;
+    mapping(uint256 => Membership) internal _memberships;
+    mapping(uint256 => Resolver) internal _resolvers;
     Epoch[] internal _epochs;
 
     /// @notice Whether a key (keccak256 of its EIP-2537 encoding) was ever registered.
@@ -152,23 +156,20 @@ contract ResolverRegistry is
             revert InvalidProofOfPossession();
         }
 
-        index = _keys.length;
+        index = resolverCount++;
         keyRegistered[keyHash] = true;
         _indexPlusOne[msg.sender] = index + 1;
-        _keys.push(BLS.packG1(publicKey));
+        _keys[index] = BLS.packG1(publicKey);
         uint256 epoch = _epochs.length;
-        _memberships.push(
-            Membership({stake: bond.toUint128(), joinedEpoch: epoch.toUint64(), leftEpoch: 0})
-        );
-        _resolvers.push(
-            Resolver({
-                operator: msg.sender,
-                exitRequestedAt: 0,
-                slashed: false,
-                withdrawn: false,
-                bond: bond.toUint128()
-            })
-        );
+        _memberships[index] =
+            Membership({stake: bond.toUint128(), joinedEpoch: epoch.toUint64(), leftEpoch: 0});
+        _resolvers[index] = Resolver({
+            operator: msg.sender,
+            exitRequestedAt: 0,
+            slashed: false,
+            withdrawn: false,
+            bond: bond.toUint128()
+        });
         Epoch storage last = _epochs[epoch - 1];
         _pushEpoch(
             BLS.addG1(BLS.unpackG1(last.aggregateKey), publicKey),
@@ -288,11 +289,6 @@ contract ResolverRegistry is
 
     // ------------------------------------------------------------------ views
 
-    /// @notice Number of resolvers ever registered.
-    function resolverCount() external view returns (uint256) {
-        return _keys.length;
-    }
-
     /// @notice A resolver's registry entry and membership.
     function resolverInfo(uint256 index)
         external
@@ -314,9 +310,10 @@ contract ResolverRegistry is
 
     /// @notice Whether `index` is a member of `epoch`.
     function isMember(uint256 index, uint256 epoch) public view returns (bool) {
-        if (index >= _memberships.length) return false;
         Membership storage m = _memberships[index];
-        return m.joinedEpoch <= epoch && (m.leftEpoch == 0 || epoch < m.leftEpoch);
+        return
+            m.joinedEpoch != 0 && m.joinedEpoch <= epoch
+                && (m.leftEpoch == 0 || epoch < m.leftEpoch);
     }
 
     // ------------------------------------------------------------------ internals
@@ -333,9 +330,11 @@ contract ResolverRegistry is
     }
 
     function _member(uint256 index, uint256 epoch) internal view returns (Membership storage m) {
-        if (index >= _memberships.length) revert NotAMember(index, epoch);
         m = _memberships[index];
-        if (m.joinedEpoch > epoch || (m.leftEpoch != 0 && epoch >= m.leftEpoch)) {
+        if (
+            m.joinedEpoch == 0 || m.joinedEpoch > epoch
+                || (m.leftEpoch != 0 && epoch >= m.leftEpoch)
+        ) {
             revert NotAMember(index, epoch);
         }
     }

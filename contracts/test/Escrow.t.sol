@@ -14,6 +14,7 @@ import {
 import {Evidence, IResolverRegistryErrors} from "../src/interfaces/IResolverRegistry.sol";
 import {BLS} from "../src/libraries/BLS.sol";
 import {Outcome, VerdictCommitment} from "../src/libraries/VerdictHash.sol";
+import {FeeToken} from "./mocks/FeeToken.sol";
 import {EscrowBase} from "./utils/EscrowBase.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
@@ -641,5 +642,109 @@ contract EscrowTest is EscrowBase {
         vm.prank(SELLER);
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NotBuyer.selector, id, SELLER));
         escrow.challenge(id);
+    }
+
+    function testConstructorsValidateParameters() public {
+        IERC20 tk = IERC20(TOKEN);
+        vm.expectRevert(
+            abi.encodeWithSelector(IResolverRegistryErrors.InvalidParameters.selector, "threshold")
+        );
+        new ResolverRegistry(tk, BOND, 5000, MAX_RESOLVE, SLASHING_WINDOW, UNBONDING, 1000, SINK);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IResolverRegistryErrors.InvalidParameters.selector, "unbonding delay too short"
+            )
+        );
+        new ResolverRegistry(
+            tk, BOND, 6667, MAX_RESOLVE, SLASHING_WINDOW, MAX_RESOLVE + SLASHING_WINDOW, 1000, SINK
+        );
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IResolverRegistryErrors.InvalidParameters.selector, "minimum bond"
+            )
+        );
+        new ResolverRegistry(tk, 0, 6667, MAX_RESOLVE, SLASHING_WINDOW, UNBONDING, 1000, SINK);
+        vm.expectRevert(
+            abi.encodeWithSelector(IResolverRegistryErrors.InvalidParameters.selector, "slash sink")
+        );
+        new ResolverRegistry(
+            tk, BOND, 6667, MAX_RESOLVE, SLASHING_WINDOW, UNBONDING, 1000, address(0)
+        );
+        vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.ZeroAddress.selector, "registry"));
+        new Escrow(ResolverRegistry(address(0)), address(this));
+    }
+
+    function testZeroAddressesRefused() public {
+        Terms memory t = _terms(ev, _deal(0));
+        _allowBackend(t);
+        t.seller = address(0);
+        vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.ZeroAddress.selector, "seller"));
+        escrow.fund(t, "", "");
+        t = _terms(ev, _deal(0));
+        t.token = IERC20(address(0));
+        vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.ZeroAddress.selector, "token"));
+        escrow.fund(t, "", "");
+    }
+
+    function testFeeOnTransferTokensAreRefused() public {
+        FeeToken fee = new FeeToken();
+        Terms memory t = _terms(ev, _deal(0));
+        t.token = IERC20(address(fee));
+        _allowBackend(t);
+        fee.mint(BUYER, t.amount);
+        vm.startPrank(BUYER);
+        fee.approve(ESCROW, t.amount);
+        vm.expectRevert(
+            abi.encodeWithSelector(IEscrowErrors.TransferMismatch.selector, t.amount, t.amount - 1)
+        );
+        escrow.fund(t, "", "");
+        vm.stopPrank();
+
+        ResolverRegistry feeRegistry = new ResolverRegistry(
+            IERC20(address(fee)),
+            BOND,
+            THRESHOLD_BPS,
+            MAX_RESOLVE,
+            SLASHING_WINDOW,
+            UNBONDING,
+            1000,
+            SINK
+        );
+        fee.mint(address(this), BOND);
+        fee.approve(address(feeRegistry), BOND);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IResolverRegistryErrors.BondTransferMismatch.selector, BOND, BOND - 1
+            )
+        );
+        feeRegistry.register(
+            vm.parseJsonBytes(ev, ".resolvers[0].publicKey"),
+            vm.parseJsonBytes(ev, ".resolvers[0].proofOfPossession"),
+            BOND
+        );
+    }
+
+    function testSlashedResolverCannotExitOrReturn() public {
+        registry.slashEquivocation(
+            escrow.domainSeparator(), _evidence(1, true), _evidence(1, false)
+        );
+        vm.startPrank(_operator(2));
+        vm.expectRevert(
+            abi.encodeWithSelector(IResolverRegistryErrors.NothingToWithdraw.selector, 2)
+        );
+        registry.requestExit();
+        // Its key stays burned: no re-registration under the same key.
+        bytes memory pk = vm.parseJsonBytes(ev, ".resolvers[2].publicKey");
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IResolverRegistryErrors.OperatorAlreadyRegistered.selector, _operator(2)
+            )
+        );
+        registry.register(pk, vm.parseJsonBytes(ev, ".resolvers[2].proofOfPossession"), BOND);
+        vm.stopPrank();
+        // A slashed member's stake still counts in the epoch it signed for (snapshots never change).
+        (VerdictCommitment memory c, uint256[] memory non, bytes memory sig) = _quorum(0, true);
+        (uint256 signed,) = registry.verifyCertificate(8, escrow.verdictDigest(c), non, sig);
+        require(signed == 6 * BOND, "past epoch snapshot");
     }
 }

@@ -21,8 +21,6 @@ library BLS {
     error BLSPointAtInfinity();
     /// @notice A G1 encoding whose 16-byte limb padding is not zero.
     error BLSInvalidPadding();
-    /// @notice A key index beyond the key table.
-    error BLSIndexOutOfRange(uint256 index, uint256 length);
     /// @notice A domain separation tag longer than 255 bytes.
     error BLSDstTooLong(uint256 length);
 
@@ -167,34 +165,25 @@ library BLS {
     }
 
     /// @notice `aggregate` minus the stored keys at `indices`: the signers' key of a certificate
-    ///         whose non-signers are `indices`. Costs three SLOADs and one G1ADD per index; the
-    ///         caller checks ordering (and sums stake) in its own loop.
+    ///         whose non-signers are `indices`. Costs three SLOADs and one G1ADD per index. The
+    ///         caller checks that every index holds a key (and their order); an empty slot
+    ///         decodes to an invalid point and makes G1ADD revert, never a wrong key.
     function subtractStored(
         PackedG1 storage aggregate,
-        PackedG1[] storage keys,
+        mapping(uint256 => PackedG1) storage keys,
         uint256[] memory indices
     ) internal view returns (bytes memory key) {
         key = unpackG1(aggregate);
-        // Read the table length only when there is something to subtract (a cold SLOAD).
-        uint256 length = indices.length == 0 ? 0 : keys.length;
-        bytes4 outOfRange = BLSIndexOutOfRange.selector;
         bool ok = true;
         assembly ("memory-safe") {
-            mstore(0x00, keys.slot)
-            let base := keccak256(0x00, 0x20)
             let buf := mload(0x40)
             // buf[0:128] = running sum, buf[128:256] = -key[i]
             mcopy(buf, add(key, 0x20), 128)
+            mstore(0x20, keys.slot)
             let end := add(add(indices, 0x20), shl(5, mload(indices)))
             for { let p := add(indices, 0x20) } lt(p, end) { p := add(p, 0x20) } {
-                let index := mload(p)
-                if iszero(lt(index, length)) {
-                    mstore(0x00, outOfRange)
-                    mstore(0x04, index)
-                    mstore(0x24, length)
-                    revert(0x00, 0x44)
-                }
-                let slot := add(base, mul(index, 3))
+                mstore(0x00, mload(p))
+                let slot := keccak256(0x00, 0x40)
                 let hi := sload(slot)
                 let yHi := and(hi, 0xffffffffffffffffffffffffffffffff)
                 let yLo := sload(add(slot, 2))

@@ -13,8 +13,9 @@ contract CommitteeHarness {
     error BelowThreshold(uint256 signedStake, uint256 totalStake);
     error VerifyFailed();
 
-    BLS.PackedG1[] internal keys;
-    uint256[] internal stakes;
+    mapping(uint256 => BLS.PackedG1) internal keys;
+    mapping(uint256 => uint256) internal stakes;
+    uint256 public immutable size;
     BLS.PackedG1 internal aggregateKey;
     uint256 public totalStake;
     uint256 public immutable thresholdBps;
@@ -22,12 +23,13 @@ contract CommitteeHarness {
     constructor(bytes[] memory publicKeys, uint256[] memory stakes_, uint256 thresholdBps_) {
         bytes memory sum = publicKeys[0];
         for (uint256 i; i < publicKeys.length; ++i) {
-            keys.push(BLS.packG1(publicKeys[i]));
-            stakes.push(stakes_[i]);
+            keys[i] = BLS.packG1(publicKeys[i]);
+            stakes[i] = stakes_[i];
             totalStake += stakes_[i];
             if (i > 0) sum = BLS.addG1(sum, publicKeys[i]);
         }
         aggregateKey = BLS.packG1(sum);
+        size = publicKeys.length;
         thresholdBps = thresholdBps_;
     }
 
@@ -42,7 +44,7 @@ contract CommitteeHarness {
         uint256[] calldata nonSigners,
         bytes calldata signature
     ) external view returns (uint256 signedStake) {
-        uint256 n = keys.length;
+        uint256 n = size;
         uint256 missing;
         for (uint256 i; i < nonSigners.length; ++i) {
             uint256 index = nonSigners[i];
