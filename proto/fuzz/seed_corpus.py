@@ -9,6 +9,7 @@ target_of = {
     "EvmAnchorV1": "evm_anchor", "EvmCallPlanV1": "evm_call_plan",
     "PredicateCommitmentV1": "predicate", "ReexecRequestV1": "reexec_request",
     "ReplayRecordV1": "replay_record", "VerdictEnvelopeV1": "verdict_envelope",
+    "EvmWitnessV1": "evm_witness",
 }
 count = 0
 for name, key in (("content.json", "canonical"), ("negative.json", "bytes")):

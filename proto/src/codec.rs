@@ -6,7 +6,7 @@
 //! document := field*                                  (at most MAX_DOCUMENT_LEN bytes)
 //! field    := tag:varint  len:varint  value[len]      (tags strictly ascending)
 //! varint   := unsigned LEB128, minimal, at most 64 bits
-//! list     := count:varint ( len:varint item[len] ){count}
+//! list     := count:varint ( len:varint item[len] ){count}   (items: structs or raw bytes)
 //! ```
 //!
 //! Field values, by kind (one canonical form each):
@@ -160,14 +160,23 @@ impl Writer {
         self.bytes(tag, &v.to_canonical_bytes());
     }
 
-    /// Appends a list field.
+    /// Appends a list field of nested structs.
     pub fn list<T: Canonical>(&mut self, tag: u64, items: &[T]) {
+        let encoded: Vec<Vec<u8>> = items.iter().map(Canonical::to_canonical_bytes).collect();
+        self.list_framed(tag, encoded.iter().map(Vec::as_slice));
+    }
+
+    /// Appends a list field of raw byte strings (e.g. trie proof nodes).
+    pub fn bytes_list<B: AsRef<[u8]>>(&mut self, tag: u64, items: &[B]) {
+        self.list_framed(tag, items.iter().map(AsRef::as_ref));
+    }
+
+    fn list_framed<'a>(&mut self, tag: u64, items: impl ExactSizeIterator<Item = &'a [u8]>) {
         let mut value = Vec::new();
         write_varint(&mut value, items.len() as u64);
         for item in items {
-            let bytes = item.to_canonical_bytes();
-            write_varint(&mut value, bytes.len() as u64);
-            value.extend_from_slice(&bytes);
+            write_varint(&mut value, item.len() as u64);
+            value.extend_from_slice(item);
         }
         self.bytes(tag, &value);
     }
@@ -314,8 +323,18 @@ impl<'a> Reader<'a> {
         T::from_canonical_bytes(self.required(tag)?)
     }
 
-    /// A required list field.
+    /// A required list field of nested structs.
     pub fn list<T: Canonical>(&mut self, tag: u64) -> Result<Vec<T>, DecodeError> {
+        self.list_framed(tag)?.into_iter().map(T::from_canonical_bytes).collect()
+    }
+
+    /// A required list field of raw byte strings.
+    pub fn bytes_list(&mut self, tag: u64) -> Result<Vec<Vec<u8>>, DecodeError> {
+        Ok(self.list_framed(tag)?.into_iter().map(<[u8]>::to_vec).collect())
+    }
+
+    /// The items of a list field, framing checked, not yet decoded.
+    fn list_framed(&mut self, tag: u64) -> Result<Vec<&'a [u8]>, DecodeError> {
         let v = self.required(tag)?;
         let (count, n) = read_varint(v)?;
         if count > MAX_LIST_ITEMS {
@@ -333,7 +352,7 @@ impl<'a> Reader<'a> {
                 return Err(DecodeError::Truncated);
             }
             let (item, tail) = rest.split_at(len);
-            items.push(T::from_canonical_bytes(item)?);
+            items.push(item);
             rest = tail;
         }
         if !rest.is_empty() {

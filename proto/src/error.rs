@@ -133,6 +133,12 @@ pub enum DecodeError {
     /// A delivery names more than one replay witness.
     #[error("delivery has more than one witness attachment")]
     DuplicateWitness,
+    /// A witness is not in canonical shape (order, duplicates, storage of an absent account).
+    #[error("invalid witness: {reason}")]
+    InvalidWitness {
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// An envelope's traceHash is not the hash of the replay record its fields define.
     #[error("traceHash does not commit to the envelope's replay record")]
     InconsistentTraceHash,
@@ -163,6 +169,7 @@ impl DecodeError {
             Self::EmptyList { .. } => "EmptyList",
             Self::InvertedBounds { .. } => "InvertedBounds",
             Self::DuplicateWitness => "DuplicateWitness",
+            Self::InvalidWitness { .. } => "InvalidWitness",
             Self::InconsistentTraceHash => "InconsistentTraceHash",
         }
     }

@@ -18,6 +18,7 @@ pub const TYPE_TAGS: &[(&str, &str)] = &[
     ("prestate-anchor", "PrestateAnchorV1"),
     ("evm-anchor", "EvmAnchorV1 (the body of an EVM prestate anchor)"),
     ("evm-call-plan", "EvmCallPlanV1 (the execution plan of an EVM delivery)"),
+    ("evm-witness", "EvmWitnessV1 (the replay witness of an EVM delivery)"),
     ("predicate", "PredicateCommitmentV1"),
     ("reexec-request", "ReexecRequestV1"),
     ("verdict-envelope", "VerdictEnvelopeV1"),

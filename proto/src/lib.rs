@@ -9,6 +9,8 @@
 //!   `DeliveryV1`, `PrestateAnchorV1` / `EvmAnchorV1`, `EvmCallPlanV1`,
 //!   `PredicateCommitmentV1`, `ReexecRequestV1`, `ReplayRecordV1`,
 //!   `VerdictEnvelopeV1`) and the EIP-712 digest of `VerdictCommitment`;
+//! - [`witness`]: `EvmWitnessV1`, the account / storage proofs, code and
+//!   headers an EVM replay runs on;
 //! - [`wire`]: protobuf gossip and request-response messages with validated
 //!   domain forms.
 //!
@@ -22,12 +24,14 @@ pub mod hash;
 pub mod types;
 pub mod verdict;
 pub mod wire;
+pub mod witness;
 
 pub use codec::Canonical;
 pub use error::{CommittedError, DecodeError, WireError};
 pub use hash::{content_hash, decode_committed, ContentType};
 pub use types::*;
 pub use verdict::*;
+pub use witness::*;
 
 /// A content hash (see [`hash`]).
 pub type ContentHash = alloy_primitives::B256;

@@ -200,6 +200,45 @@ fn record() -> impl Strategy<Value = ReplayRecordV1> {
     )
 }
 
+fn witness() -> impl Strategy<Value = resolvd_proto::EvmWitnessV1> {
+    use resolvd_proto::{AccountStateV1, AccountWitnessV1, EvmWitnessV1, StorageWitnessV1};
+    let nodes = || vec(bytes(40), 0..4);
+    let slot = (b256(), u256(), nodes()).prop_map(|(slot, value, proof)| StorageWitnessV1 {
+        slot,
+        value,
+        proof,
+    });
+    let state = (small_u64(), u256(), b256(), b256()).prop_map(
+        |(nonce, balance, storage_root, code_hash)| AccountStateV1 {
+            nonce,
+            balance,
+            storage_root,
+            code_hash,
+        },
+    );
+    let account = (address(), nodes(), option::of(state), vec(slot, 0..3)).prop_map(
+        |(address, proof, account, mut storage)| {
+            if account.is_none() {
+                storage.clear();
+            }
+            storage.sort_by_key(|s| s.slot);
+            storage.dedup_by_key(|s| s.slot);
+            AccountWitnessV1 { address, proof, account, storage }
+        },
+    );
+    (bytes(80), vec(bytes(80), 0..3), vec(account, 0..4), vec(bytes(60), 0..3)).prop_map(
+        |(header, ancestors, mut accounts, mut codes)| {
+            accounts.sort_by_key(|a| a.address);
+            accounts.dedup_by_key(|a| a.address);
+            codes.sort_by_cached_key(|c| alloy_primitives::keccak256(c));
+            codes.dedup();
+            let mut w = EvmWitnessV1 { header, ancestors, accounts, codes };
+            w.canonicalize();
+            w
+        },
+    )
+}
+
 fn commitment() -> impl Strategy<Value = VerdictCommitment> {
     (b256(), record()).prop_map(|(deal, r)| VerdictEnvelopeV1::new(deal, r).commitment())
 }
@@ -263,6 +302,9 @@ proptest! {
 
     #[test]
     fn record_roundtrip(v in record()) { canonical_roundtrip(&v)?; }
+
+    #[test]
+    fn witness_roundtrip(v in witness()) { canonical_roundtrip(&v)?; }
 
     #[test]
     fn envelope_roundtrip(deal in b256(), r in record()) {
@@ -334,6 +376,7 @@ proptest! {
         let _ = EvmCallPlanV1::from_canonical_bytes(&bytes);
         let _ = PredicateCommitmentV1::from_canonical_bytes(&bytes);
         let _ = VerdictEnvelopeV1::from_canonical_bytes(&bytes);
+        let _ = resolvd_proto::EvmWitnessV1::from_canonical_bytes(&bytes);
         let _ = SignedVerdict::decode_wire(&bytes);
         let _ = QuorumCertificate::decode_wire(&bytes);
         let _ = ConflictEvidence::decode_wire(&bytes);

@@ -7,6 +7,7 @@ use resolvd_proto::{
     PredicateCommitmentV1, PrestateAnchorV1, ReexecRequestV1, ReexecVerdict, ReplayRecordV1,
     ResultEquals, SlotBounds, SlotEquals, SpecV1, VerdictDomain, VerdictEnvelopeV1,
 };
+use resolvd_proto::{AccountStateV1, AccountWitnessV1, EvmWitnessV1, StorageWitnessV1};
 
 pub(crate) const DEAL_ID: B256 =
     b256!("0x5eed000000000000000000000000000000000000000000000000000000000001");
@@ -201,4 +202,46 @@ pub(crate) fn domains() -> Vec<VerdictDomain> {
             verifying_contract: address!("0x00000000000000000000000000000000e5c40001"),
         },
     ]
+}
+
+pub(crate) fn witness() -> EvmWitnessV1 {
+    let mut w = EvmWitnessV1 {
+        header: bytes!("f90211a0"),
+        ancestors: vec![bytes!("f90211a1"), bytes!("f90211a2")],
+        accounts: vec![
+            AccountWitnessV1 {
+                address: address!("0xe592427a0aece92de3edee1f18e0157c05861564"),
+                proof: vec![bytes!("f8718080"), bytes!("f851a0")],
+                account: Some(AccountStateV1 {
+                    nonce: 1,
+                    balance: U256::ZERO,
+                    storage_root: b256!(
+                        "0x56e81f171bcc55a6ff8345e692c0f86e5b48e01b996cadc001622fb5e363b421"
+                    ),
+                    code_hash: alloy_primitives::keccak256([0x60, 0x00]),
+                }),
+                storage: vec![
+                    StorageWitnessV1 {
+                        slot: B256::ZERO,
+                        value: U256::from(7u64),
+                        proof: vec![bytes!("e2a0")],
+                    },
+                    StorageWitnessV1 {
+                        slot: B256::with_last_byte(9),
+                        value: U256::ZERO,
+                        proof: vec![bytes!("80")],
+                    },
+                ],
+            },
+            AccountWitnessV1 {
+                address: address!("0x00000000000000000000000000000000000b0b00"),
+                proof: vec![bytes!("f8718080")],
+                account: None,
+                storage: vec![],
+            },
+        ],
+        codes: vec![bytes!("6000"), bytes!("60016000")],
+    };
+    w.canonicalize();
+    w
 }

@@ -33,6 +33,7 @@ const CONTENT_TYPES: &[&str] = &[
     "ReexecRequestV1",
     "ReplayRecordV1",
     "VerdictEnvelopeV1",
+    "EvmWitnessV1",
 ];
 
 /// Every decoder rule must have at least one negative vector.
@@ -59,6 +60,7 @@ const DECODE_RULES: &[&str] = &[
     "InvertedBounds",
     "DuplicateWitness",
     "InconsistentTraceHash",
+    "InvalidWitness",
     "HashMismatch",
 ];
 
@@ -114,6 +116,7 @@ fn content_file() -> Value {
         v.push(positive("ReplayRecordV1", &name, &samples::record(outcome)));
         v.push(positive("VerdictEnvelopeV1", &name, &samples::envelope(outcome)));
     }
+    v.push(positive("EvmWitnessV1", "two-accounts", &samples::witness()));
     json!({
         "description": "Canonical TLV encodings and content hashes: hash = SHA-256(\"reckn/v1/\" || typeTag || canonical).",
         "vectors": v,
@@ -327,6 +330,29 @@ fn negative_file() -> Value {
         "InconsistentTraceHash",
     ));
 
+    // Witness shape.
+    let mut unsorted = samples::witness();
+    unsorted.accounts.reverse();
+    v.push(negative(
+        "EvmWitnessV1",
+        "accounts-not-ascending",
+        &unsorted.to_canonical_bytes(),
+        "InvalidWitness",
+    ));
+    let mut orphan = samples::witness();
+    let absent = orphan.accounts.iter().position(|a| a.account.is_none()).unwrap();
+    let slot = orphan.accounts.iter().find_map(|a| a.storage.first().cloned()).unwrap();
+    orphan.accounts[absent].storage.push(slot);
+    v.push(negative(
+        "EvmWitnessV1",
+        "storage-under-absent-account",
+        &orphan.to_canonical_bytes(),
+        "InvalidWitness",
+    ));
+    let mut dup = samples::witness();
+    dup.codes.push(dup.codes[0].clone());
+    v.push(negative("EvmWitnessV1", "duplicate-code", &dup.to_canonical_bytes(), "InvalidWitness"));
+
     // Hash before parse: valid bytes under the wrong commitment.
     let mut wrong = negative("SpecV1", "hash-mismatch", &spec_bytes, "HashMismatch");
     wrong["committedHash"] = json!(content_hash("delivery", &spec_bytes));
@@ -461,6 +487,7 @@ fn dispatch(ty: &str, v: &Value, positive: bool) {
         "ReexecRequestV1" => ReexecRequestV1,
         "ReplayRecordV1" => ReplayRecordV1,
         "VerdictEnvelopeV1" => VerdictEnvelopeV1,
+        "EvmWitnessV1" => resolvd_proto::EvmWitnessV1,
     }
 }
 
