@@ -26,6 +26,10 @@ pub const TYPE_TAGS: &[(&str, &str)] = &[
     ("evm-return-data", "raw EVM return data (its hash is the resultHash)"),
     ("execution-schema", "the name of an execution schema (its hash is executionSchemaHash)"),
     ("backend-id", "the name of a replay backend (its hash is a backendId)"),
+    (
+        "backend-version",
+        "a replay backend's exact configuration (its hash is a backendVersionHash)",
+    ),
 ];
 
 /// `SHA-256("reckn/v1/" || type_tag || bytes)`.

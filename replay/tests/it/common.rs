@@ -1,0 +1,143 @@
+//! A small chain: an EOA `caller` and a `credit(slot, amount)` contract.
+
+use alloy_primitives::{address, bytes, keccak256, Address, Bytes, B256, U256};
+use resolvd_proto::{
+    AttachmentKind, AttachmentV1, BackendVersionPolicy, Canonical, ContentType, DeliveryV1,
+    EvmCallPlanV1, EvmSpecId, EvmWitnessV1, NoncePolicy, PredicateCommitmentV1, PrestateAnchorV1,
+    ReexecRequestV1, SpecV1,
+};
+use resolvd_replay::{
+    testkit::{TestAccount, TestChain},
+    BACKEND_ID, BACKEND_VERSION_HASH,
+};
+
+pub(crate) const CALLER: Address = address!("0x00000000000000000000000000000000000ca11e");
+pub(crate) const TARGET: Address = address!("0x00000000000000000000000000000000c0ffee00");
+pub(crate) const BLOCKHASH_CONTRACT: Address =
+    address!("0x00000000000000000000000000000000b10c4a54");
+pub(crate) const SPEC: EvmSpecId = EvmSpecId::Prague;
+
+/// `credit(slot, amount)`: reverts on amount 0, else `storage[slot] += amount`
+/// and returns the new value. Calldata: slot (32 bytes) || amount (32 bytes).
+pub(crate) const CREDIT_CODE: Bytes =
+    bytes!("6020358015601a576000358054820180915560005260206000f35b600080fd");
+
+/// Returns `BLOCKHASH(NUMBER - 1)`.
+pub(crate) const BLOCKHASH_CODE: Bytes = bytes!("43600190034060005260206000f3");
+
+pub(crate) fn slot(n: u8) -> B256 {
+    B256::with_last_byte(n)
+}
+
+pub(crate) fn word(v: u64) -> Bytes {
+    B256::from(U256::from(v)).to_vec().into()
+}
+
+pub(crate) fn chain() -> TestChain {
+    let mut chain = TestChain { ancestors: 1, ..TestChain::default() };
+    chain.accounts.insert(
+        CALLER,
+        TestAccount {
+            nonce: 3,
+            balance: U256::from(10u64).pow(U256::from(19u64)),
+            ..Default::default()
+        },
+    );
+    chain.accounts.insert(
+        TARGET,
+        TestAccount {
+            code: CREDIT_CODE,
+            storage: [(slot(1), U256::from(10u64)), (slot(2), U256::from(1u64))].into(),
+            ..Default::default()
+        },
+    );
+    chain
+        .accounts
+        .insert(BLOCKHASH_CONTRACT, TestAccount { code: BLOCKHASH_CODE, ..Default::default() });
+    chain
+}
+
+pub(crate) fn credit(slot_n: u8, amount: u64) -> EvmCallPlanV1 {
+    let mut data = slot(slot_n).to_vec();
+    data.extend_from_slice(&B256::from(U256::from(amount)).0);
+    EvmCallPlanV1 {
+        chain_id: 1,
+        caller: CALLER,
+        target: TARGET,
+        calldata: data.into(),
+        value: U256::ZERO,
+        gas_limit: 100_000,
+        nonce_policy: NoncePolicy::Prestate,
+    }
+}
+
+/// Everything a test changes, then turns into a request.
+#[derive(Clone, Debug)]
+pub(crate) struct Case {
+    pub chain: TestChain,
+    pub plan: EvmCallPlanV1,
+    pub claimed: Bytes,
+    pub predicate: PredicateCommitmentV1,
+    pub witness: EvmWitnessV1,
+    pub backend_id: B256,
+    pub accepted_version: B256,
+}
+
+impl Case {
+    /// The honest credit of 5 to slot 1 (10 -> 15), with a default witness.
+    pub(crate) fn honest(predicate: PredicateCommitmentV1) -> Self {
+        let chain = chain();
+        let witness = chain.witness(
+            SPEC,
+            &[CALLER, TARGET, chain.coinbase],
+            &[(TARGET, slot(1)), (TARGET, slot(2)), (TARGET, slot(3))],
+        );
+        Self {
+            chain,
+            plan: credit(1, 5),
+            claimed: word(15),
+            predicate,
+            witness,
+            backend_id: *BACKEND_ID,
+            accepted_version: *BACKEND_VERSION_HASH,
+        }
+    }
+
+    pub(crate) fn request(&self) -> ReexecRequestV1 {
+        let anchor_body = self.chain.anchor(SPEC);
+        let anchor = PrestateAnchorV1 {
+            backend_id: self.backend_id,
+            body: anchor_body.to_canonical_bytes().into(),
+        };
+        let spec = SpecV1 {
+            backend_id: self.backend_id,
+            backend_version_policy: BackendVersionPolicy::Exact,
+            accepted_backend_version_hash: self.accepted_version,
+            prestate_anchor: anchor.clone(),
+            execution_schema_hash: EvmCallPlanV1::schema_hash(),
+            predicate: self.predicate.clone(),
+            expiry: 2_000_000_000,
+        };
+        let witness = self.witness.to_canonical_bytes();
+        let delivery = DeliveryV1 {
+            execution_schema_hash: EvmCallPlanV1::schema_hash(),
+            execution_plan: self.plan.to_canonical_bytes().into(),
+            claimed_result: self.claimed.clone(),
+            attachments: vec![AttachmentV1 {
+                kind: AttachmentKind::ReplayWitness,
+                hash: self.witness.content_hash(),
+                retrieval_hint: None,
+            }],
+        };
+        ReexecRequestV1 {
+            deal_id: keccak256("deal"),
+            spec: spec.to_canonical_bytes().into(),
+            spec_hash: spec.content_hash(),
+            delivery: delivery.to_canonical_bytes().into(),
+            delivery_hash: delivery.content_hash(),
+            prestate_anchor: anchor.to_canonical_bytes().into(),
+            prestate_anchor_hash: anchor.content_hash(),
+            witness: Some(witness.into()),
+        }
+    }
+}

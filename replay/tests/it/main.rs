@@ -1,0 +1,6 @@
+//! Integration tests of resolvd-replay: real revm over real (offline-built)
+//! Merkle-Patricia proofs.
+
+mod common;
+mod determinism;
+mod verdicts;
