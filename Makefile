@@ -9,7 +9,7 @@ TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 
-.PHONY: test tools fmt lint rust-test contracts-test vectors bench fuzz
+.PHONY: test tools fmt lint rust-test contracts-test vectors fixtures bench fuzz
 
 ## test: install what is missing, then every check and every test.
 test: tools lint contracts-test rust-test
@@ -39,9 +39,14 @@ vectors:
 	cargo test -p resolvd-proto --test it -- --ignored write_golden_vectors
 	cargo test -p resolvd-consensus --test it -- --ignored write_bls_vectors
 
+## fixtures: regenerate contract bytecode the Rust tests run (review the diff!).
+fixtures:
+	cd contracts && forge inspect FixtureToken deployedBytecode | sed 's/^0x//' > ../replay/tests/fixtures/fixture_token.hex
+
 ## bench: criterion benchmarks and the forge gas snapshot (contracts/snapshots/).
 bench:
 	cargo bench -p resolvd-consensus --bench bls
+	cargo bench -p resolvd-replay --bench replay
 	cd contracts && forge test --match-contract BLSGas
 
 ## fuzz: run every proto fuzz target for FUZZ_SECONDS (default 60) each.

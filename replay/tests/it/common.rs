@@ -25,6 +25,60 @@ pub(crate) const CREDIT_CODE: Bytes =
 /// Returns `BLOCKHASH(NUMBER - 1)`.
 pub(crate) const BLOCKHASH_CODE: Bytes = bytes!("43600190034060005260206000f3");
 
+pub(crate) const TOKEN: Address = address!("0x00000000000000000000000000000000000070c0");
+pub(crate) const RECIPIENT: Address = address!("0x0000000000000000000000000000000000000bee");
+
+/// Runtime bytecode of an OpenZeppelin ERC-20 (contracts/test/fixtures/FixtureToken.sol).
+pub(crate) fn token_code() -> Bytes {
+    alloy_primitives::hex::decode(include_str!("../fixtures/fixture_token.hex").trim())
+        .unwrap()
+        .into()
+}
+
+/// `_balances[holder]`: `keccak256(abi.encode(holder, 0))`.
+pub(crate) fn balance_slot(holder: Address) -> B256 {
+    let mut preimage = [0u8; 64];
+    preimage[12..32].copy_from_slice(holder.as_slice());
+    keccak256(preimage)
+}
+
+/// `transfer(RECIPIENT, 250)` of a real ERC-20 from CALLER (balance 1000).
+pub(crate) fn erc20_case() -> Case {
+    let mut chain = chain();
+    chain.accounts.insert(
+        TOKEN,
+        TestAccount {
+            code: token_code(),
+            storage: [(balance_slot(CALLER), U256::from(1000u64))].into(),
+            ..Default::default()
+        },
+    );
+    let mut data = vec![0xa9, 0x05, 0x9c, 0xbb];
+    data.extend_from_slice(&B256::left_padding_from(RECIPIENT.as_slice()).0);
+    data.extend_from_slice(&B256::from(U256::from(250u64)).0);
+    let witness = chain.witness(
+        SPEC,
+        &[CALLER, TOKEN, chain.coinbase],
+        &[(TOKEN, balance_slot(CALLER)), (TOKEN, balance_slot(RECIPIENT))],
+    );
+    Case {
+        chain,
+        plan: EvmCallPlanV1 { target: TOKEN, calldata: data.into(), ..credit(0, 0) },
+        claimed: word(1),
+        predicate: PredicateCommitmentV1::PoststateDelta(resolvd_proto::Checks {
+            checks: vec![resolvd_proto::SlotBounds {
+                address: TOKEN,
+                slot: balance_slot(RECIPIENT),
+                min: U256::from(250u64),
+                max: U256::from(250u64),
+            }],
+        }),
+        witness,
+        backend_id: *BACKEND_ID,
+        accepted_version: *BACKEND_VERSION_HASH,
+    }
+}
+
 pub(crate) fn slot(n: u8) -> B256 {
     B256::with_last_byte(n)
 }

@@ -312,3 +312,23 @@ fn invalid_transactions_are_failed_verdicts() {
     );
     assert_eq!(verdict(&c), Ok(ReexecVerdict::Failed));
 }
+
+#[test]
+fn erc20_transfer_on_a_real_token() {
+    let case = erc20_case();
+    assert_eq!(verdict(&case), Ok(ReexecVerdict::Reproduced));
+    // Overdrawing reverts: Failed.
+    let mut over = erc20_case();
+    let mut data = over.plan.calldata.to_vec();
+    data[36..68].copy_from_slice(&B256::from(U256::from(1001u64)).0);
+    over.plan.calldata = data.into();
+    assert_eq!(verdict(&over), Ok(ReexecVerdict::Failed));
+    // The predicate's slot must be proven: without the recipient's slot, no verdict.
+    let mut unproven = erc20_case();
+    unproven.witness = unproven.chain.witness(
+        SPEC,
+        &[CALLER, TOKEN, unproven.chain.coinbase],
+        &[(TOKEN, balance_slot(CALLER))],
+    );
+    assert_eq!(code(verdict(&unproven)), "MissingStorageWitness");
+}
