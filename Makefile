@@ -42,6 +42,7 @@ vectors:
 ## fixtures: regenerate contract bytecode the Rust tests run (review the diff!).
 fixtures:
 	cd contracts && forge inspect FixtureToken deployedBytecode | sed 's/^0x//' > ../replay/tests/fixtures/fixture_token.hex
+	cd contracts && forge inspect FixtureToken bytecode | sed 's/^0x//' > ../replay/tests/fixtures/fixture_token_init.hex
 
 ## bench: criterion benchmarks and the forge gas snapshot (contracts/snapshots/).
 bench:

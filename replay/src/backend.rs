@@ -13,7 +13,7 @@ use resolvd_proto::{
 };
 use revm::{
     context::{BlockEnv, TxEnv},
-    context_interface::block::BlobExcessGasAndPrice,
+    context_interface::{block::BlobExcessGasAndPrice, result::EVMError},
     primitives::{hardfork::SpecId, TxKind, U256},
     Context, ExecuteEvm, MainBuilder, MainContext,
 };
@@ -183,59 +183,84 @@ impl EvmBackend {
     /// Returns the verdict and the raw return data.
     pub fn execute(&self, inputs: &Inputs) -> Result<(ReexecVerdict, Bytes), OperationalError> {
         let Inputs { delivery, anchor, plan, state, spec } = inputs;
-        let spec_id = spec_id(anchor.spec_id);
-        let nonce = match plan.nonce_policy {
-            NoncePolicy::Prestate => state.nonce(plan.caller)?,
-            NoncePolicy::Unchecked => 0,
-        };
-        let block = BlockEnv {
-            number: U256::from(anchor.block_number),
-            beneficiary: anchor.coinbase,
-            timestamp: U256::from(anchor.timestamp),
-            gas_limit: anchor.gas_limit,
-            basefee: anchor.base_fee,
-            difficulty: U256::ZERO,
-            prevrandao: Some(anchor.prevrandao),
-            blob_excess_gas_and_price: anchor
-                .excess_blob_gas
-                .map(|g| BlobExcessGasAndPrice::new_with_spec(g, spec_id)),
-            ..Default::default()
-        };
-        let tx = TxEnv::builder()
-            .caller(plan.caller)
-            .kind(TxKind::Call(plan.target))
-            .data(plan.calldata.clone())
-            .value(plan.value)
-            .gas_limit(plan.gas_limit)
-            .gas_price(u128::from(anchor.base_fee))
-            .nonce(nonce)
-            .chain_id(Some(anchor.chain_id))
-            .build()
-            .map_err(|e| OperationalError::Evm(format!("transaction: {e:?}")))?;
-        let mut evm = Context::mainnet()
-            .modify_cfg_chained(|cfg| {
-                cfg.set_spec_and_mainnet_gas_params(spec_id);
-                cfg.chain_id = anchor.chain_id;
-                cfg.disable_nonce_check = plan.nonce_policy == NoncePolicy::Unchecked;
-            })
-            .with_block(block)
-            .with_db(ClosedWorldDb::new(state))
-            .build_mainnet();
-        let outcome = match evm.transact(tx) {
-            Ok(r) => r,
-            Err(revm::context_interface::result::EVMError::Database(e)) => return Err(e),
+        let Some(run) = run_plan(anchor, plan, state)? else {
             // The plan cannot run as a transaction on this prestate (nonce,
             // balance, gas limit...): deterministic, so a verdict.
-            Err(revm::context_interface::result::EVMError::Transaction(_)) => {
-                return Ok((ReexecVerdict::Failed, Bytes::new()))
-            }
-            Err(other) => return Err(OperationalError::Evm(format!("{other:?}"))),
+            return Ok((ReexecVerdict::Failed, Bytes::new()));
         };
-        let output = outcome.result.output().cloned().unwrap_or_default();
-        if !outcome.result.is_success() || output != delivery.claimed_result {
-            return Ok((ReexecVerdict::Failed, output));
+        if !run.success || run.output != delivery.claimed_result {
+            return Ok((ReexecVerdict::Failed, run.output));
         }
-        let holds = evaluate(&spec.predicate, &output, state, &outcome.state)?;
-        Ok((if holds { ReexecVerdict::Reproduced } else { ReexecVerdict::Failed }, output))
+        let holds = evaluate(&spec.predicate, &run.output, state, &run.changes)?;
+        Ok((if holds { ReexecVerdict::Reproduced } else { ReexecVerdict::Failed }, run.output))
+    }
+}
+
+/// The outcome of one plan execution.
+#[derive(Debug)]
+pub struct Run {
+    /// Whether the call succeeded (no revert, no halt).
+    pub success: bool,
+    /// Return or revert data (empty on halt).
+    pub output: Bytes,
+    /// Touched accounts and slots after the call.
+    pub changes: revm::state::EvmState,
+}
+
+/// Executes `plan` on `state` with the anchor's environment, exactly as
+/// [`BACKEND_CONFIG`] describes. `Ok(None)`: the transaction is invalid on this
+/// prestate. Reads outside `state` are `Missing*Witness` errors.
+pub fn run_plan(
+    anchor: &EvmAnchorV1,
+    plan: &EvmCallPlanV1,
+    state: &VerifiedState,
+) -> Result<Option<Run>, OperationalError> {
+    let spec_id = spec_id(anchor.spec_id);
+    let nonce = match plan.nonce_policy {
+        NoncePolicy::Prestate => state.nonce(plan.caller)?,
+        NoncePolicy::Unchecked => 0,
+    };
+    let block = BlockEnv {
+        number: U256::from(anchor.block_number),
+        beneficiary: anchor.coinbase,
+        timestamp: U256::from(anchor.timestamp),
+        gas_limit: anchor.gas_limit,
+        basefee: anchor.base_fee,
+        difficulty: U256::ZERO,
+        prevrandao: Some(anchor.prevrandao),
+        blob_excess_gas_and_price: anchor
+            .excess_blob_gas
+            .map(|g| BlobExcessGasAndPrice::new_with_spec(g, spec_id)),
+        ..Default::default()
+    };
+    let tx = TxEnv::builder()
+        .caller(plan.caller)
+        .kind(TxKind::Call(plan.target))
+        .data(plan.calldata.clone())
+        .value(plan.value)
+        .gas_limit(plan.gas_limit)
+        .gas_price(u128::from(anchor.base_fee))
+        .nonce(nonce)
+        .chain_id(Some(anchor.chain_id))
+        .build()
+        .map_err(|e| OperationalError::Evm(format!("transaction: {e:?}")))?;
+    let mut evm = Context::mainnet()
+        .modify_cfg_chained(|cfg| {
+            cfg.set_spec_and_mainnet_gas_params(spec_id);
+            cfg.chain_id = anchor.chain_id;
+            cfg.disable_nonce_check = plan.nonce_policy == NoncePolicy::Unchecked;
+        })
+        .with_block(block)
+        .with_db(ClosedWorldDb::new(state))
+        .build_mainnet();
+    match evm.transact(tx) {
+        Ok(r) => Ok(Some(Run {
+            success: r.result.is_success(),
+            output: r.result.output().cloned().unwrap_or_default(),
+            changes: r.state,
+        })),
+        Err(EVMError::Database(e)) => Err(e),
+        Err(EVMError::Transaction(_)) => Ok(None),
+        Err(other) => Err(OperationalError::Evm(format!("{other:?}"))),
     }
 }

@@ -14,6 +14,8 @@
 //!   revm only from it: an unproven read is `Missing*Witness`.
 //! - [`testkit`]: builds real state tries, proofs and headers offline, for tests
 //!   and benchmarks.
+//! - `rpc` (feature `rpc`, async): freezes an anchor and builds a verified
+//!   witness from a JSON-RPC endpoint; the only part that does IO.
 //!
 //! It never reads anything that is not committed: no `latest`, no clock, no
 //! randomness, no network, no unproven state.
@@ -21,8 +23,12 @@
 mod backend;
 mod error;
 pub mod predicate;
+#[cfg(feature = "rpc")]
+pub mod rpc;
 pub mod state;
 pub mod testkit;
 
-pub use backend::{EvmBackend, Inputs, BACKEND_CONFIG, BACKEND_ID, BACKEND_VERSION_HASH};
+pub use backend::{
+    run_plan, EvmBackend, Inputs, Run, BACKEND_CONFIG, BACKEND_ID, BACKEND_VERSION_HASH,
+};
 pub use error::OperationalError;

@@ -42,6 +42,26 @@ pub(crate) fn balance_slot(holder: Address) -> B256 {
     keccak256(preimage)
 }
 
+/// Calldata of `transfer(to, amount)`.
+pub(crate) fn transfer_calldata(to: Address, amount: U256) -> Bytes {
+    let mut data = vec![0xa9, 0x05, 0x9c, 0xbb];
+    data.extend_from_slice(&B256::left_padding_from(to.as_slice()).0);
+    data.extend_from_slice(&B256::from(amount).0);
+    data.into()
+}
+
+/// `POSTSTATE_DELTA`: `_balances[holder]` of `token` grows by exactly `amount`.
+pub(crate) fn credited(token: Address, holder: Address, amount: u64) -> PredicateCommitmentV1 {
+    PredicateCommitmentV1::PoststateDelta(resolvd_proto::Checks {
+        checks: vec![resolvd_proto::SlotBounds {
+            address: token,
+            slot: balance_slot(holder),
+            min: U256::from(amount),
+            max: U256::from(amount),
+        }],
+    })
+}
+
 /// `transfer(RECIPIENT, 250)` of a real ERC-20 from CALLER (balance 1000).
 pub(crate) fn erc20_case() -> Case {
     let mut chain = chain();
@@ -53,9 +73,6 @@ pub(crate) fn erc20_case() -> Case {
             ..Default::default()
         },
     );
-    let mut data = vec![0xa9, 0x05, 0x9c, 0xbb];
-    data.extend_from_slice(&B256::left_padding_from(RECIPIENT.as_slice()).0);
-    data.extend_from_slice(&B256::from(U256::from(250u64)).0);
     let witness = chain.witness(
         SPEC,
         &[CALLER, TOKEN, chain.coinbase],
@@ -63,16 +80,13 @@ pub(crate) fn erc20_case() -> Case {
     );
     Case {
         chain,
-        plan: EvmCallPlanV1 { target: TOKEN, calldata: data.into(), ..credit(0, 0) },
+        plan: EvmCallPlanV1 {
+            target: TOKEN,
+            calldata: transfer_calldata(RECIPIENT, U256::from(250u64)),
+            ..credit(0, 0)
+        },
         claimed: word(1),
-        predicate: PredicateCommitmentV1::PoststateDelta(resolvd_proto::Checks {
-            checks: vec![resolvd_proto::SlotBounds {
-                address: TOKEN,
-                slot: balance_slot(RECIPIENT),
-                min: U256::from(250u64),
-                max: U256::from(250u64),
-            }],
-        }),
+        predicate: credited(TOKEN, RECIPIENT, 250),
         witness,
         backend_id: *BACKEND_ID,
         accepted_version: *BACKEND_VERSION_HASH,
@@ -158,10 +172,36 @@ impl Case {
     }
 
     pub(crate) fn request(&self) -> ReexecRequestV1 {
-        let anchor_body = self.chain.anchor(SPEC);
+        Request {
+            anchor: self.chain.anchor(SPEC),
+            plan: &self.plan,
+            claimed: &self.claimed,
+            predicate: &self.predicate,
+            witness: &self.witness,
+            backend_id: self.backend_id,
+            accepted_version: self.accepted_version,
+        }
+        .build()
+    }
+}
+
+/// The committed inputs of one replay, before encoding.
+pub(crate) struct Request<'a> {
+    pub anchor: resolvd_proto::EvmAnchorV1,
+    pub plan: &'a EvmCallPlanV1,
+    pub claimed: &'a Bytes,
+    pub predicate: &'a PredicateCommitmentV1,
+    pub witness: &'a EvmWitnessV1,
+    pub backend_id: B256,
+    pub accepted_version: B256,
+}
+
+impl Request<'_> {
+    /// Spec, delivery and anchor documents, hashed, in a request.
+    pub(crate) fn build(&self) -> ReexecRequestV1 {
         let anchor = PrestateAnchorV1 {
             backend_id: self.backend_id,
-            body: anchor_body.to_canonical_bytes().into(),
+            body: self.anchor.to_canonical_bytes().into(),
         };
         let spec = SpecV1 {
             backend_id: self.backend_id,
@@ -172,7 +212,6 @@ impl Case {
             predicate: self.predicate.clone(),
             expiry: 2_000_000_000,
         };
-        let witness = self.witness.to_canonical_bytes();
         let delivery = DeliveryV1 {
             execution_schema_hash: EvmCallPlanV1::schema_hash(),
             execution_plan: self.plan.to_canonical_bytes().into(),
@@ -191,7 +230,7 @@ impl Case {
             delivery_hash: delivery.content_hash(),
             prestate_anchor: anchor.to_canonical_bytes().into(),
             prestate_anchor_hash: anchor.content_hash(),
-            witness: Some(witness.into()),
+            witness: Some(self.witness.to_canonical_bytes().into()),
         }
     }
 }
