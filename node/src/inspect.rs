@@ -2,13 +2,13 @@
 
 use resolvd_proto::{
     decode_committed, CommittedError, ContentHash, ContentType, DeliveryV1, EvmAnchorV1,
-    EvmCallPlanV1, PredicateCommitmentV1, PrestateAnchorV1, ReexecRequestV1, ReplayRecordV1,
-    SpecV1, VerdictEnvelopeV1,
+    EvmCallPlanV1, EvmWitnessV1, PredicateCommitmentV1, PrestateAnchorV1, ReexecRequestV1,
+    ReplayRecordV1, SpecV1, VerdictEnvelopeV1,
 };
 use serde::Serialize;
 
-/// The content types `inspect` decodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The content types `inspect` decodes (CLI values: `spec`, `delivery`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ContentKind {
     /// `SpecV1`.
     Spec,
@@ -28,6 +28,8 @@ pub enum ContentKind {
     ReplayRecord,
     /// `VerdictEnvelopeV1`.
     VerdictEnvelope,
+    /// `EvmWitnessV1`.
+    EvmWitness,
 }
 
 /// What `inspect` prints.
@@ -74,6 +76,7 @@ pub fn inspect(
         ContentKind::ReexecRequest => decode::<ReexecRequestV1>(bytes, expect),
         ContentKind::ReplayRecord => decode::<ReplayRecordV1>(bytes, expect),
         ContentKind::VerdictEnvelope => decode::<VerdictEnvelopeV1>(bytes, expect),
+        ContentKind::EvmWitness => decode::<EvmWitnessV1>(bytes, expect),
     }
 }
 

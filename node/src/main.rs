@@ -4,7 +4,7 @@
 //! every node does (hash before parse, strict canonical decoding) and prints it
 //! as JSON. The daemon itself (`resolvd run`) arrives with the node issue.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use eyre::{bail, WrapErr};
 use resolvd_node::inspect::{inspect, ContentKind};
 use std::{io::Read, path::PathBuf};
@@ -26,7 +26,7 @@ enum Command {
 struct InspectArgs {
     /// The content type of the bytes.
     #[arg(value_enum)]
-    kind: ContentKindArg,
+    kind: ContentKind,
     /// File holding the bytes (`-` for stdin).
     file: PathBuf,
     /// The file holds 0x-prefixed or bare hex instead of raw bytes.
@@ -35,35 +35,6 @@ struct InspectArgs {
     /// Refuse to parse unless the bytes hash to this commitment (hash before parse).
     #[arg(long, value_name = "HASH")]
     expect_hash: Option<alloy_primitives::B256>,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ContentKindArg {
-    Spec,
-    Delivery,
-    PrestateAnchor,
-    EvmAnchor,
-    EvmCallPlan,
-    Predicate,
-    ReexecRequest,
-    ReplayRecord,
-    VerdictEnvelope,
-}
-
-impl From<ContentKindArg> for ContentKind {
-    fn from(k: ContentKindArg) -> Self {
-        match k {
-            ContentKindArg::Spec => Self::Spec,
-            ContentKindArg::Delivery => Self::Delivery,
-            ContentKindArg::PrestateAnchor => Self::PrestateAnchor,
-            ContentKindArg::EvmAnchor => Self::EvmAnchor,
-            ContentKindArg::EvmCallPlan => Self::EvmCallPlan,
-            ContentKindArg::Predicate => Self::Predicate,
-            ContentKindArg::ReexecRequest => Self::ReexecRequest,
-            ContentKindArg::ReplayRecord => Self::ReplayRecord,
-            ContentKindArg::VerdictEnvelope => Self::VerdictEnvelope,
-        }
-    }
 }
 
 fn read_input(args: &InspectArgs) -> eyre::Result<Vec<u8>> {
@@ -89,7 +60,7 @@ fn main() -> eyre::Result<()> {
     match cli.command {
         Command::Inspect(args) => {
             let bytes = read_input(&args)?;
-            let report = inspect(args.kind.into(), &bytes, args.expect_hash.as_ref())?;
+            let report = inspect(args.kind, &bytes, args.expect_hash.as_ref())?;
             #[allow(clippy::disallowed_macros)] // the CLI's own output
             {
                 println!("{}", serde_json::to_string_pretty(&report)?);

@@ -12,11 +12,9 @@ use alloy_primitives::{keccak256, Address, U256};
 use common::*;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use resolvd_proto::{Canonical, EvmAnchorV1};
-use resolvd_replay::{state::VerifiedState, testkit::TestAccount, EvmBackend};
+use resolvd_replay::{evm_env, state::VerifiedState, testkit::TestAccount, EvmBackend};
 use revm::{
-    context::{BlockEnv, TxEnv},
     database::{CacheDB, EmptyDB},
-    primitives::{hardfork::SpecId, TxKind},
     state::{AccountInfo, Bytecode},
     Context, ExecuteEvm, MainBuilder, MainContext,
 };
@@ -44,27 +42,10 @@ fn bare_db(case: &Case) -> CacheDB<EmptyDB> {
 }
 
 fn bare_revm(case: &Case, anchor: &EvmAnchorV1, db: CacheDB<EmptyDB>) -> bool {
-    let tx = TxEnv::builder()
-        .caller(case.plan.caller)
-        .kind(TxKind::Call(case.plan.target))
-        .data(case.plan.calldata.clone())
-        .gas_limit(case.plan.gas_limit)
-        .gas_price(u128::from(anchor.base_fee))
-        .nonce(3)
-        .chain_id(Some(anchor.chain_id))
-        .build()
-        .unwrap();
-    let block = BlockEnv {
-        number: U256::from(anchor.block_number),
-        beneficiary: anchor.coinbase,
-        timestamp: U256::from(anchor.timestamp),
-        gas_limit: anchor.gas_limit,
-        basefee: anchor.base_fee,
-        prevrandao: Some(anchor.prevrandao),
-        ..Default::default()
-    };
+    // The caller's nonce in the test chain is 3.
+    let (spec, block, tx) = evm_env(anchor, &case.plan, 3).unwrap();
     let mut evm = Context::mainnet()
-        .modify_cfg_chained(|cfg| cfg.set_spec_and_mainnet_gas_params(SpecId::PRAGUE))
+        .modify_cfg_chained(|cfg| cfg.set_spec_and_mainnet_gas_params(spec))
         .with_block(block)
         .with_db(db)
         .build_mainnet();

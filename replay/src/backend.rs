@@ -207,19 +207,14 @@ pub struct Run {
     pub changes: revm::state::EvmState,
 }
 
-/// Executes `plan` on `state` with the anchor's environment, exactly as
-/// [`BACKEND_CONFIG`] describes. `Ok(None)`: the transaction is invalid on this
-/// prestate. Reads outside `state` are `Missing*Witness` errors.
-pub fn run_plan(
+/// The revm spec, block and transaction environments of `plan` on `anchor`
+/// with transaction nonce `nonce`, exactly as [`BACKEND_CONFIG`] describes.
+pub fn evm_env(
     anchor: &EvmAnchorV1,
     plan: &EvmCallPlanV1,
-    state: &VerifiedState,
-) -> Result<Option<Run>, OperationalError> {
+    nonce: u64,
+) -> Result<(SpecId, BlockEnv, TxEnv), OperationalError> {
     let spec_id = spec_id(anchor.spec_id);
-    let nonce = match plan.nonce_policy {
-        NoncePolicy::Prestate => state.nonce(plan.caller)?,
-        NoncePolicy::Unchecked => 0,
-    };
     let block = BlockEnv {
         number: U256::from(anchor.block_number),
         beneficiary: anchor.coinbase,
@@ -244,6 +239,22 @@ pub fn run_plan(
         .chain_id(Some(anchor.chain_id))
         .build()
         .map_err(|e| OperationalError::Evm(format!("transaction: {e:?}")))?;
+    Ok((spec_id, block, tx))
+}
+
+/// Executes `plan` on `state` with the anchor's environment, exactly as
+/// [`BACKEND_CONFIG`] describes. `Ok(None)`: the transaction is invalid on this
+/// prestate. Reads outside `state` are `Missing*Witness` errors.
+pub fn run_plan(
+    anchor: &EvmAnchorV1,
+    plan: &EvmCallPlanV1,
+    state: &VerifiedState,
+) -> Result<Option<Run>, OperationalError> {
+    let nonce = match plan.nonce_policy {
+        NoncePolicy::Prestate => state.nonce(plan.caller)?,
+        NoncePolicy::Unchecked => 0,
+    };
+    let (spec_id, block, tx) = evm_env(anchor, plan, nonce)?;
     let mut evm = Context::mainnet()
         .modify_cfg_chained(|cfg| {
             cfg.set_spec_and_mainnet_gas_params(spec_id);

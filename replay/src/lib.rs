@@ -29,6 +29,6 @@ pub mod state;
 pub mod testkit;
 
 pub use backend::{
-    run_plan, EvmBackend, Inputs, Run, BACKEND_CONFIG, BACKEND_ID, BACKEND_VERSION_HASH,
+    evm_env, run_plan, EvmBackend, Inputs, Run, BACKEND_CONFIG, BACKEND_ID, BACKEND_VERSION_HASH,
 };
 pub use error::OperationalError;

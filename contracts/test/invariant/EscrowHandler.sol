@@ -52,7 +52,7 @@ contract EscrowHandler is Vectors {
             string memory d = _at(".deals", k);
             dealIds[k] = vm.parseJsonBytes32(ev, string.concat(d, ".dealId"));
             deliveryHashes[k] = vm.parseJsonBytes32(ev, string.concat(d, ".deliveryHash"));
-            _loadTerms(ev, d, k);
+            terms[k] = _terms(ev, d);
             for (uint256 o; o < 2; ++o) {
                 string memory s = string.concat(d, o == 0 ? ".reproduced" : ".failed");
                 commitments[k][o] = _commitment(ev, s);
@@ -65,24 +65,6 @@ contract EscrowHandler is Vectors {
                 }
             }
         }
-    }
-
-    function _loadTerms(string memory ev, string memory d, uint256 k) internal {
-        string memory p = string.concat(d, ".terms.");
-        Terms storage t = terms[k];
-        t.seller = vm.parseJsonAddress(ev, string.concat(p, "seller"));
-        t.token = token;
-        t.amount = vm.parseJsonUint(ev, string.concat(p, "amount"));
-        t.specHash = vm.parseJsonBytes32(ev, string.concat(p, "specHash"));
-        t.prestateAnchorHash = vm.parseJsonBytes32(ev, string.concat(p, "prestateAnchorHash"));
-        t.prestateRoot = vm.parseJsonBytes32(ev, string.concat(p, "prestateRoot"));
-        t.backendId = vm.parseJsonBytes32(ev, string.concat(p, "backendId"));
-        t.backendVersionHash = vm.parseJsonBytes32(ev, string.concat(p, "backendVersionHash"));
-        t.sellerBond = vm.parseJsonUint(ev, string.concat(p, "sellerBond"));
-        t.deliverWindow = 1 days;
-        t.challengeWindow = 1 days;
-        t.resolveWindow = 1 days;
-        t.salt = vm.parseJsonBytes32(ev, string.concat(p, "salt"));
     }
 
     function _state(uint256 k) internal view returns (DealState) {

@@ -84,26 +84,6 @@ abstract contract EscrowBase is Vectors {
         }
     }
 
-    function _terms(string memory json, string memory base) internal pure returns (Terms memory t) {
-        string memory p = string.concat(base, ".terms.");
-        t.seller = vm.parseJsonAddress(json, string.concat(p, "seller"));
-        t.token = IERC20(vm.parseJsonAddress(json, string.concat(p, "token")));
-        t.amount = vm.parseJsonUint(json, string.concat(p, "amount"));
-        t.specHash = vm.parseJsonBytes32(json, string.concat(p, "specHash"));
-        t.prestateAnchorHash = vm.parseJsonBytes32(json, string.concat(p, "prestateAnchorHash"));
-        t.prestateRoot = vm.parseJsonBytes32(json, string.concat(p, "prestateRoot"));
-        t.backendId = vm.parseJsonBytes32(json, string.concat(p, "backendId"));
-        t.backendVersionHash = vm.parseJsonBytes32(json, string.concat(p, "backendVersionHash"));
-        t.sellerBond = vm.parseJsonUint(json, string.concat(p, "sellerBond"));
-        // forge-lint: disable-next-line(unsafe-typecast)
-        t.deliverWindow = uint64(vm.parseJsonUint(json, string.concat(p, "deliverWindow")));
-        // forge-lint: disable-next-line(unsafe-typecast)
-        t.challengeWindow = uint64(vm.parseJsonUint(json, string.concat(p, "challengeWindow")));
-        // forge-lint: disable-next-line(unsafe-typecast)
-        t.resolveWindow = uint64(vm.parseJsonUint(json, string.concat(p, "resolveWindow")));
-        t.salt = vm.parseJsonBytes32(json, string.concat(p, "salt"));
-    }
-
     function _allowBackend(Terms memory t) internal {
         escrow.setBackend(t.backendId, t.backendVersionHash, true);
     }

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
+import {Terms} from "../../src/interfaces/IEscrow.sol";
 import {Outcome, VerdictCommitment} from "../../src/libraries/VerdictHash.sol";
 import {TestBase} from "./Vm.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
 /// @notice Reads the golden vector files the Rust crates write.
 abstract contract Vectors is TestBase {
@@ -36,6 +38,27 @@ abstract contract Vectors is TestBase {
         c.outcome = Outcome(vm.parseJsonUint(json, string.concat(base, ".onchainOutcome")));
         c.resultHash = vm.parseJsonBytes32(json, string.concat(p, "resultHash"));
         c.traceHash = vm.parseJsonBytes32(json, string.concat(p, "traceHash"));
+    }
+
+    /// @notice `base.terms` of an escrow vector file.
+    function _terms(string memory json, string memory base) internal pure returns (Terms memory t) {
+        string memory p = string.concat(base, ".terms.");
+        t.seller = vm.parseJsonAddress(json, string.concat(p, "seller"));
+        t.token = IERC20(vm.parseJsonAddress(json, string.concat(p, "token")));
+        t.amount = vm.parseJsonUint(json, string.concat(p, "amount"));
+        t.specHash = vm.parseJsonBytes32(json, string.concat(p, "specHash"));
+        t.prestateAnchorHash = vm.parseJsonBytes32(json, string.concat(p, "prestateAnchorHash"));
+        t.prestateRoot = vm.parseJsonBytes32(json, string.concat(p, "prestateRoot"));
+        t.backendId = vm.parseJsonBytes32(json, string.concat(p, "backendId"));
+        t.backendVersionHash = vm.parseJsonBytes32(json, string.concat(p, "backendVersionHash"));
+        t.sellerBond = vm.parseJsonUint(json, string.concat(p, "sellerBond"));
+        // forge-lint: disable-next-line(unsafe-typecast)
+        t.deliverWindow = uint64(vm.parseJsonUint(json, string.concat(p, "deliverWindow")));
+        // forge-lint: disable-next-line(unsafe-typecast)
+        t.challengeWindow = uint64(vm.parseJsonUint(json, string.concat(p, "challengeWindow")));
+        // forge-lint: disable-next-line(unsafe-typecast)
+        t.resolveWindow = uint64(vm.parseJsonUint(json, string.concat(p, "resolveWindow")));
+        t.salt = vm.parseJsonBytes32(json, string.concat(p, "salt"));
     }
 
     /// @notice Fails unless the file's top-level keys are exactly `known`.

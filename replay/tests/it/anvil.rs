@@ -22,7 +22,15 @@ struct Anvil {
 impl Anvil {
     fn start() -> Self {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let bin = std::env::var("ANVIL").unwrap_or_else(|_| "anvil".into());
+        // $ANVIL, else the bootstrap's copy in the workspace, else PATH.
+        let local = concat!(env!("CARGO_MANIFEST_DIR"), "/../.tools/bin/anvil");
+        let bin = std::env::var("ANVIL").unwrap_or_else(|_| {
+            if std::path::Path::new(local).exists() {
+                local.into()
+            } else {
+                "anvil".into()
+            }
+        });
         let child = Command::new(&bin)
             .args(["--hardfork", "prague", "--host", "127.0.0.1", "--port", &port.to_string()])
             .stdout(Stdio::null())
