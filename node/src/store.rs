@@ -1,0 +1,304 @@
+//! The node's RocksDB store: one database, one column family per kind of record.
+//!
+//! | column family | key | value | durability |
+//! | --- | --- | --- | --- |
+//! | `content` | content hash (32) | type tag length (1), type tag, canonical bytes | WAL |
+//! | `protection` | domain separator ‖ dealId (64) | signed digest (32) | **fsync before return** |
+//! | `disputes` | dealId (32) | dispute state bytes | WAL |
+//! | `partials` | dealId ‖ signer index (36) | wire `SignedVerdict` | WAL |
+//! | `certificates` | dealId (32) | wire `QuorumCertificate` | WAL |
+//! | `cursor` | name | u64 big-endian | fsync |
+//!
+//! Content is stored hash-first: bytes go in only under the hash they hash to.
+//! Slashing-protection records are applied atomically (a process-wide lock)
+//! and synced to disk before the decision is returned, so a signature never
+//! leaves the process before its record is durable, and a restart never signs
+//! a different commitment for the same deal.
+
+use resolvd_consensus::protection::{decide, Decision, ProtectionKey, ProtectionStore};
+use resolvd_proto::{content_hash, hash::TYPE_TAGS, ContentHash};
+use rocksdb::{ColumnFamilyDescriptor, Options, WriteOptions, DB};
+use std::{path::Path, sync::Mutex};
+
+/// Column families, in creation order.
+pub const COLUMN_FAMILIES: [&str; 6] =
+    ["content", "protection", "disputes", "partials", "certificates", "cursor"];
+
+/// A store failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// RocksDB failed.
+    #[error("rocksdb: {0}")]
+    Rocks(#[from] rocksdb::Error),
+    /// Bytes offered under a hash they do not hash to.
+    #[error("content does not hash to {expected} under {type_tag}: it hashes to {computed}")]
+    HashMismatch {
+        /// Type tag used.
+        type_tag: String,
+        /// Hash claimed.
+        expected: ContentHash,
+        /// Hash of the bytes.
+        computed: ContentHash,
+    },
+    /// A type tag resolvd does not know.
+    #[error("unknown content type tag {0:?}")]
+    UnknownTypeTag(String),
+    /// A stored record does not decode (disk corruption or a foreign database).
+    #[error("corrupt {what} record")]
+    Corrupt {
+        /// Which record.
+        what: &'static str,
+    },
+}
+
+/// The node's database.
+#[derive(Debug)]
+pub struct Store {
+    db: DB,
+    /// Serialises check-and-record of slashing protection.
+    protection: Mutex<()>,
+}
+
+fn synced() -> WriteOptions {
+    let mut w = WriteOptions::default();
+    w.set_sync(true);
+    w
+}
+
+fn known_tag(tag: &str) -> Result<&'static str, StoreError> {
+    TYPE_TAGS
+        .iter()
+        .map(|(t, _)| *t)
+        .find(|t| *t == tag)
+        .ok_or_else(|| StoreError::UnknownTypeTag(tag.into()))
+}
+
+impl Store {
+    /// Opens (creating if needed) the database in `path`.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let cfs =
+            COLUMN_FAMILIES.iter().map(|n| ColumnFamilyDescriptor::new(*n, Options::default()));
+        let db = DB::open_cf_descriptors(&opts, path, cfs)?;
+        Ok(Self { db, protection: Mutex::new(()) })
+    }
+
+    fn cf(&self, name: &'static str) -> &rocksdb::ColumnFamily {
+        // Every name in COLUMN_FAMILIES is created by `open`.
+        self.db.cf_handle(name).expect("column family created at open")
+    }
+
+    /// Stores `bytes` under their content hash for `type_tag`; returns the hash.
+    pub fn put_content(&self, type_tag: &str, bytes: &[u8]) -> Result<ContentHash, StoreError> {
+        let tag = known_tag(type_tag)?;
+        let hash = content_hash(tag, bytes);
+        let mut value = Vec::with_capacity(1 + tag.len() + bytes.len());
+        value.push(tag.len() as u8);
+        value.extend_from_slice(tag.as_bytes());
+        value.extend_from_slice(bytes);
+        self.db.put_cf(self.cf("content"), hash, value)?;
+        Ok(hash)
+    }
+
+    /// Stores `bytes` only if they hash to `expected` (hash before store).
+    pub fn put_content_expecting(
+        &self,
+        type_tag: &str,
+        bytes: &[u8],
+        expected: &ContentHash,
+    ) -> Result<(), StoreError> {
+        let computed = content_hash(known_tag(type_tag)?, bytes);
+        if computed != *expected {
+            return Err(StoreError::HashMismatch {
+                type_tag: type_tag.into(),
+                expected: *expected,
+                computed,
+            });
+        }
+        self.put_content(type_tag, bytes).map(drop)
+    }
+
+    /// The content stored under `hash`: its type tag and bytes.
+    pub fn get_content(&self, hash: &ContentHash) -> Result<Option<(String, Vec<u8>)>, StoreError> {
+        let Some(value) = self.db.get_cf(self.cf("content"), hash)? else { return Ok(None) };
+        let corrupt = || StoreError::Corrupt { what: "content" };
+        let (&len, rest) = value.split_first().ok_or_else(corrupt)?;
+        let len = usize::from(len);
+        if rest.len() < len {
+            return Err(corrupt());
+        }
+        let (tag, bytes) = rest.split_at(len);
+        let tag = std::str::from_utf8(tag).map_err(|_| corrupt())?;
+        // Re-check on the way out: what is served is what was committed.
+        if content_hash(tag, bytes) != *hash {
+            return Err(corrupt());
+        }
+        Ok(Some((tag.to_owned(), bytes.to_vec())))
+    }
+
+    /// The slashing-protection record of `key`, if any.
+    pub fn protection_record(
+        &self,
+        key: &ProtectionKey,
+    ) -> Result<Option<ContentHash>, StoreError> {
+        match self.db.get_cf(self.cf("protection"), key.to_bytes())? {
+            None => Ok(None),
+            Some(v) if v.len() == 32 => Ok(Some(ContentHash::from_slice(&v))),
+            Some(_) => Err(StoreError::Corrupt { what: "protection" }),
+        }
+    }
+
+    /// Persists the chain cursor `name` (fsync'd).
+    pub fn set_cursor(&self, name: &str, block: u64) -> Result<(), StoreError> {
+        self.db.put_cf_opt(self.cf("cursor"), name, block.to_be_bytes(), &synced())?;
+        Ok(())
+    }
+
+    /// The chain cursor `name`, if set.
+    pub fn cursor(&self, name: &str) -> Result<Option<u64>, StoreError> {
+        match self.db.get_cf(self.cf("cursor"), name)? {
+            None => Ok(None),
+            Some(v) => v
+                .as_slice()
+                .try_into()
+                .map(|b| Some(u64::from_be_bytes(b)))
+                .map_err(|_| StoreError::Corrupt { what: "cursor" }),
+        }
+    }
+}
+
+impl ProtectionStore for &Store {
+    /// Applies the rule under a process-wide lock; a new record is fsync'd
+    /// before the decision is returned.
+    fn check_and_record(
+        &mut self,
+        key: &ProtectionKey,
+        digest: ContentHash,
+    ) -> resolvd_consensus::Result<Decision> {
+        let _guard = self.protection.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let store_err = |e: StoreError| resolvd_consensus::Error::Store(e.to_string());
+        let decision = decide(self.protection_record(key).map_err(store_err)?, digest);
+        if decision == Decision::Record {
+            self.db
+                .put_cf_opt(self.cf("protection"), key.to_bytes(), digest, &synced())
+                .map_err(|e| store_err(e.into()))?;
+        }
+        Ok(decision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy_primitives::{Address, B256};
+    use resolvd_consensus::{protection::ProtectedSigner, Error, SecretKey};
+    use resolvd_proto::{ReexecVerdict, VerdictCommitment, VerdictDomain};
+
+    fn commitment(outcome: ReexecVerdict) -> VerdictCommitment {
+        VerdictCommitment {
+            deal_id: B256::repeat_byte(1),
+            spec_hash: B256::repeat_byte(2),
+            delivery_hash: B256::repeat_byte(3),
+            prestate_anchor_hash: B256::repeat_byte(4),
+            prestate_root: B256::repeat_byte(5),
+            backend_id: B256::repeat_byte(6),
+            backend_version_hash: B256::repeat_byte(7),
+            outcome,
+            result_hash: B256::repeat_byte(8),
+            trace_hash: B256::repeat_byte(9),
+        }
+    }
+
+    fn domain() -> VerdictDomain {
+        VerdictDomain {
+            name: "resolvd".into(),
+            version: "1".into(),
+            chain_id: 31337,
+            verifying_contract: Address::repeat_byte(0xe5),
+        }
+    }
+
+    #[test]
+    fn content_is_stored_hash_first_and_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let hash = {
+            let store = Store::open(dir.path()).unwrap();
+            let hash = store.put_content("spec", b"canonical").unwrap();
+            let wrong = content_hash("spec", b"other");
+            assert!(matches!(
+                store.put_content_expecting("spec", b"canonical", &wrong),
+                Err(StoreError::HashMismatch { .. })
+            ));
+            assert!(matches!(
+                store.put_content("nonsense", b"x"),
+                Err(StoreError::UnknownTypeTag(_))
+            ));
+            hash
+        };
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.get_content(&hash).unwrap(), Some(("spec".into(), b"canonical".to_vec())));
+        assert_eq!(store.get_content(&B256::ZERO).unwrap(), None);
+    }
+
+    #[test]
+    fn protection_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = domain();
+        let first = {
+            let store = Store::open(dir.path()).unwrap();
+            let mut signer = ProtectedSigner::new(SecretKey::from_seed(&[7; 32]).unwrap(), &store);
+            signer.sign(&d, &commitment(ReexecVerdict::Reproduced)).unwrap()
+        };
+        let store = Store::open(dir.path()).unwrap();
+        let mut signer = ProtectedSigner::new(SecretKey::from_seed(&[7; 32]).unwrap(), &store);
+        assert_eq!(signer.sign(&d, &commitment(ReexecVerdict::Reproduced)).unwrap(), first);
+        let err = signer.sign(&d, &commitment(ReexecVerdict::Failed)).unwrap_err();
+        assert!(matches!(err, Error::SlashingProtection { .. }), "{err}");
+    }
+
+    #[test]
+    fn cursor_roundtrip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.cursor("chain").unwrap(), None);
+        store.set_cursor("chain", 42).unwrap();
+        drop(store);
+        assert_eq!(Store::open(dir.path()).unwrap().cursor("chain").unwrap(), Some(42));
+    }
+
+    /// A process that records a decision and then dies without any clean-up
+    /// (abort: no destructors, no flush) leaves the record behind.
+    #[test]
+    fn protection_record_survives_a_crash() {
+        if let Some(path) = std::env::var_os("RESOLVD_CRASH_CHILD") {
+            let store = Store::open(Path::new(&path)).unwrap();
+            let d = domain();
+            let c = commitment(ReexecVerdict::Reproduced);
+            let key =
+                ProtectionKey { domain_separator: d.eip712().separator(), deal_id: c.deal_id };
+            let mut s = &store;
+            assert_eq!(s.check_and_record(&key, c.eip712_digest(&d)).unwrap(), Decision::Record);
+            std::process::abort();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "store::tests::protection_record_survives_a_crash",
+                "--test-threads=1",
+            ])
+            .env("RESOLVD_CRASH_CHILD", dir.path())
+            .output()
+            .unwrap()
+            .status;
+        assert!(!status.success(), "the child must have aborted");
+        let store = Store::open(dir.path()).unwrap();
+        let mut signer = ProtectedSigner::new(SecretKey::from_seed(&[7; 32]).unwrap(), &store);
+        let err = signer.sign(&domain(), &commitment(ReexecVerdict::Failed)).unwrap_err();
+        assert!(matches!(err, Error::SlashingProtection { .. }), "{err}");
+        signer.sign(&domain(), &commitment(ReexecVerdict::Reproduced)).unwrap();
+    }
+}

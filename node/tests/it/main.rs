@@ -1,0 +1,3 @@
+//! Integration tests of the `resolvd` binary.
+
+mod cli;
