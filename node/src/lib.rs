@@ -8,4 +8,5 @@
 pub mod inspect;
 pub mod keys;
 pub mod keystore;
+pub mod p2p;
 pub mod store;

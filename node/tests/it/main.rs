@@ -1,3 +1,4 @@
 //! Integration tests of the `resolvd` binary.
 
 mod cli;
+mod p2p;

@@ -1,0 +1,352 @@
+//! The p2p layer: libp2p over TCP + noise + yamux, identify, gossipsub with
+//! application-side validation and peer scoring, and a request-response
+//! protocol to fetch content by hash.
+//!
+//! This module knows wire formats, not disputes: every gossip message is
+//! decoded into its validated wire type before it is forwarded; malformed or
+//! oversized messages are REJECTed (which lowers the sender's peer score), and
+//! a [`Validator`] supplied by the node decides the rest (signatures,
+//! membership). Content responses are unverified bytes until the requester
+//! hashes them ([`verify_content`]).
+//!
+//! Limits: gossip messages at most [`MAX_GOSSIP_LEN`] (64 KiB); content requests
+//! at most 256 bytes; content responses at most [`MAX_CONTENT_RESPONSE_LEN`]
+//! (16 MiB + 1 KiB).
+
+use futures::{AsyncReadExt, AsyncWriteExt};
+use libp2p::{
+    gossipsub::{self, IdentTopic, MessageAcceptance, TopicHash},
+    identify, identity, noise,
+    request_response::{self, ProtocolSupport},
+    tcp, yamux, Multiaddr, StreamProtocol, Swarm, SwarmBuilder,
+};
+use resolvd_proto::{
+    content_hash,
+    wire::{
+        ConflictEvidence, ContentRequest, ContentResponse, DisputeAnnouncement, QuorumCertificate,
+        SignedVerdict, WireMessage, MAX_CONTENT_RESPONSE_LEN, MAX_GOSSIP_LEN,
+    },
+    WireError,
+};
+use std::{io, time::Duration};
+
+/// The request-response protocol for content by hash.
+pub const CONTENT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/content/1");
+
+/// Gossip topics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Topic {
+    /// `DisputeAnnouncement`s.
+    Disputes,
+    /// Partial signatures (`SignedVerdict`).
+    Verdicts,
+    /// `QuorumCertificate`s.
+    Certificates,
+    /// `ConflictEvidence`.
+    Evidence,
+}
+
+impl Topic {
+    /// Every topic.
+    pub const ALL: [Self; 4] = [Self::Disputes, Self::Verdicts, Self::Certificates, Self::Evidence];
+
+    /// The gossipsub topic.
+    pub fn ident(self) -> IdentTopic {
+        IdentTopic::new(match self {
+            Self::Disputes => "resolvd/v1/disputes",
+            Self::Verdicts => "resolvd/v1/verdicts",
+            Self::Certificates => "resolvd/v1/certificates",
+            Self::Evidence => "resolvd/v1/evidence",
+        })
+    }
+
+    /// The topic of a gossipsub topic hash, if it is one of ours.
+    pub fn from_hash(hash: &TopicHash) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.ident().hash() == *hash)
+    }
+}
+
+/// A gossip message decoded into its validated wire type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Gossip {
+    /// On `Disputes`.
+    Dispute(DisputeAnnouncement),
+    /// On `Verdicts`.
+    Verdict(SignedVerdict),
+    /// On `Certificates`.
+    Certificate(Box<QuorumCertificate>),
+    /// On `Evidence`.
+    Evidence(Box<ConflictEvidence>),
+}
+
+impl Gossip {
+    /// Decodes `data` as the message type of `topic` (size-checked first).
+    pub fn decode(topic: Topic, data: &[u8]) -> Result<Self, WireError> {
+        Ok(match topic {
+            Topic::Disputes => Self::Dispute(DisputeAnnouncement::decode_wire(data)?),
+            Topic::Verdicts => Self::Verdict(SignedVerdict::decode_wire(data)?),
+            Topic::Certificates => {
+                Self::Certificate(Box::new(QuorumCertificate::decode_wire(data)?))
+            }
+            Topic::Evidence => Self::Evidence(Box::new(ConflictEvidence::decode_wire(data)?)),
+        })
+    }
+
+    /// The topic and bytes to publish.
+    pub fn encode(&self) -> (Topic, Vec<u8>) {
+        match self {
+            Self::Dispute(m) => (Topic::Disputes, m.encode_wire()),
+            Self::Verdict(m) => (Topic::Verdicts, m.encode_wire()),
+            Self::Certificate(m) => (Topic::Certificates, m.encode_wire()),
+            Self::Evidence(m) => (Topic::Evidence, m.encode_wire()),
+        }
+    }
+}
+
+/// The node's judgement of a well-formed gossip message.
+pub trait Validator {
+    /// Accept (forward), Ignore (drop silently) or Reject (drop and penalise).
+    fn validate(&mut self, message: &Gossip) -> MessageAcceptance;
+}
+
+/// Accepts every well-formed message (structure is checked before any validator).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AcceptWellFormed;
+
+impl Validator for AcceptWellFormed {
+    fn validate(&mut self, _: &Gossip) -> MessageAcceptance {
+        MessageAcceptance::Accept
+    }
+}
+
+/// Length-prefixed protobuf codec for [`ContentRequest`] / [`ContentResponse`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ContentCodec;
+
+async fn read_frame<T: futures::AsyncRead + Unpin + Send>(
+    io: &mut T,
+    max: usize,
+) -> io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    io.read_exact(&mut len).await?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes exceeds {max}"),
+        ));
+    }
+    let mut buf = vec![0u8; len];
+    io.read_exact(&mut buf).await?;
+    Ok(buf)
+}
+
+async fn write_frame<T: futures::AsyncWrite + Unpin + Send>(
+    io: &mut T,
+    bytes: &[u8],
+) -> io::Result<()> {
+    let len = u32::try_from(bytes.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame too large"))?;
+    io.write_all(&len.to_be_bytes()).await?;
+    io.write_all(bytes).await?;
+    io.close().await
+}
+
+fn invalid(e: WireError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+impl request_response::Codec for ContentCodec {
+    type Protocol = StreamProtocol;
+    type Request = ContentRequest;
+    type Response = ContentResponse;
+
+    async fn read_request<T>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+    ) -> io::Result<ContentRequest>
+    where
+        T: futures::AsyncRead + Unpin + Send,
+    {
+        ContentRequest::decode_wire(&read_frame(io, ContentRequest::MAX_LEN).await?)
+            .map_err(invalid)
+    }
+
+    async fn read_response<T>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+    ) -> io::Result<ContentResponse>
+    where
+        T: futures::AsyncRead + Unpin + Send,
+    {
+        ContentResponse::decode_wire(&read_frame(io, MAX_CONTENT_RESPONSE_LEN).await?)
+            .map_err(invalid)
+    }
+
+    async fn write_request<T>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+        req: ContentRequest,
+    ) -> io::Result<()>
+    where
+        T: futures::AsyncWrite + Unpin + Send,
+    {
+        write_frame(io, &req.encode_wire()).await
+    }
+
+    async fn write_response<T>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+        res: ContentResponse,
+    ) -> io::Result<()>
+    where
+        T: futures::AsyncWrite + Unpin + Send,
+    {
+        write_frame(io, &res.encode_wire()).await
+    }
+}
+
+/// Checks that content received for `request` hashes to the requested hash.
+pub fn verify_content(request: &ContentRequest, bytes: &[u8]) -> bool {
+    content_hash(request.type_tag, bytes) == request.hash
+}
+
+mod behaviour {
+    // The derive generates `BehaviourEvent` without documentation.
+    #![allow(missing_docs)]
+
+    use super::ContentCodec;
+    use libp2p::{gossipsub, identify, request_response, swarm::NetworkBehaviour};
+
+    /// The one libp2p behaviour of a node.
+    #[derive(NetworkBehaviour)]
+    pub struct Behaviour {
+        /// Gossip of disputes, partials, certificates and evidence.
+        pub gossipsub: gossipsub::Behaviour,
+        /// Peer identification (protocol versions, listen addresses).
+        pub identify: identify::Behaviour,
+        /// Content by hash.
+        pub content: request_response::Behaviour<ContentCodec>,
+    }
+}
+
+pub use behaviour::{Behaviour, BehaviourEvent};
+
+/// p2p settings.
+#[derive(Clone, Debug)]
+pub struct P2pConfig {
+    /// Address to listen on (e.g. `/ip4/127.0.0.1/tcp/0`).
+    pub listen: Multiaddr,
+    /// gossipsub heartbeat.
+    pub heartbeat: Duration,
+    /// Target mesh degree (D); D_low = D / 2 rounded up, D_high = 2 D.
+    pub mesh: usize,
+}
+
+impl Default for P2pConfig {
+    fn default() -> Self {
+        Self {
+            listen: "/ip4/0.0.0.0/tcp/9400".parse().expect("valid multiaddr"),
+            heartbeat: Duration::from_secs(1),
+            mesh: 6,
+        }
+    }
+}
+
+/// Why the swarm could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("p2p setup: {0}")]
+pub struct P2pError(String);
+
+fn setup<E: std::fmt::Display>(e: E) -> P2pError {
+    P2pError(e.to_string())
+}
+
+/// Builds the swarm, subscribes to every topic and starts listening.
+pub fn build_swarm(
+    key: identity::Keypair,
+    config: &P2pConfig,
+) -> Result<Swarm<Behaviour>, P2pError> {
+    let gossip_config = gossipsub::ConfigBuilder::default()
+        .validation_mode(gossipsub::ValidationMode::Strict)
+        .validate_messages()
+        .max_transmit_size(MAX_GOSSIP_LEN)
+        .heartbeat_interval(config.heartbeat)
+        .mesh_n(config.mesh)
+        .mesh_n_low(config.mesh.div_ceil(2))
+        .mesh_n_high(config.mesh * 2)
+        .mesh_outbound_min(config.mesh.div_ceil(4).min(config.mesh / 2))
+        .build()
+        .map_err(setup)?;
+    let mut swarm = SwarmBuilder::with_existing_identity(key)
+        .with_tokio()
+        .with_tcp(tcp::Config::default(), noise::Config::new, yamux::Config::default)
+        .map_err(setup)?
+        .with_behaviour(|key| {
+            let mut gossipsub = gossipsub::Behaviour::new(
+                gossipsub::MessageAuthenticity::Signed(key.clone()),
+                gossip_config,
+            )?;
+            // Rejected messages cost score on their topic; below the graylist
+            // threshold a peer's messages are ignored.
+            let mut params = gossipsub::PeerScoreParams::default();
+            for topic in Topic::ALL {
+                params.topics.insert(
+                    topic.ident().hash(),
+                    gossipsub::TopicScoreParams {
+                        invalid_message_deliveries_weight: -100.0,
+                        invalid_message_deliveries_decay: 0.5,
+                        ..Default::default()
+                    },
+                );
+            }
+            gossipsub.with_peer_score(params, gossipsub::PeerScoreThresholds::default())?;
+            let identify =
+                identify::Behaviour::new(identify::Config::new("/resolvd/1".into(), key.public()));
+            let content = request_response::Behaviour::new(
+                [(CONTENT_PROTOCOL, ProtocolSupport::Full)],
+                request_response::Config::default().with_request_timeout(Duration::from_secs(30)),
+            );
+            Ok(Behaviour { gossipsub, identify, content })
+        })
+        .map_err(setup)?
+        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
+        .build();
+    for topic in Topic::ALL {
+        swarm.behaviour_mut().gossipsub.subscribe(&topic.ident()).map_err(setup)?;
+    }
+    swarm.listen_on(config.listen.clone()).map_err(setup)?;
+    Ok(swarm)
+}
+
+/// Decodes and judges one gossip message, reports the verdict to gossipsub
+/// (which forwards, drops or penalises), and returns the decoded message if
+/// it was accepted.
+pub fn handle_gossip(
+    swarm: &mut Swarm<Behaviour>,
+    validator: &mut dyn Validator,
+    source: libp2p::PeerId,
+    id: gossipsub::MessageId,
+    message: &gossipsub::Message,
+) -> Option<Gossip> {
+    let decoded = Topic::from_hash(&message.topic)
+        .ok_or(None)
+        .and_then(|topic| Gossip::decode(topic, &message.data).map_err(Some));
+    let (acceptance, accepted) = match decoded {
+        Ok(gossip) => {
+            let acceptance = validator.validate(&gossip);
+            let accepted = matches!(acceptance, MessageAcceptance::Accept).then_some(gossip);
+            (acceptance, accepted)
+        }
+        Err(reason) => {
+            tracing::warn!(target: "p2p", peer = %source, reason = ?reason, "rejecting malformed gossip");
+            (MessageAcceptance::Reject, None)
+        }
+    };
+    swarm.behaviour_mut().gossipsub.report_message_validation_result(&id, &source, acceptance);
+    accepted
+}
