@@ -104,6 +104,7 @@ impl EvmBackend {
                 return Err(OperationalError::ForeignBackend { found });
             }
         }
+        // Irrefutable today: a new version policy must be handled here before it compiles.
         let BackendVersionPolicy::Exact = spec.backend_version_policy;
         if spec.accepted_backend_version_hash != *BACKEND_VERSION_HASH {
             return Err(OperationalError::UnacceptedBackendVersion {
