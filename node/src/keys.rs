@@ -63,14 +63,18 @@ pub fn save(
         bail!("refusing an empty keystore password");
     }
     let ks = Keystore::encrypt(secret, &password, kdf, "").wrap_err("encrypting the key")?;
-    let mut file =
-        fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(keystore)
-            .wrap_err_with(|| format!("creating {} (it must not exist yet)", keystore.display()))?;
-    file.write_all(ks.to_json().as_bytes())?;
+    write_private(keystore, ks.to_json().as_bytes())
+}
+
+/// Writes a new secret file: mode 0600, never overwriting, synced.
+pub fn write_private(path: &Path, bytes: &[u8]) -> eyre::Result<()> {
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .wrap_err_with(|| format!("creating {} (it must not exist yet)", path.display()))?;
+    file.write_all(bytes)?;
     file.sync_all()?;
     Ok(())
 }

@@ -1,33 +1,259 @@
 //! `resolvd`: the resolver daemon's command-line entry point.
 //!
-//! Today it offers `resolvd inspect`, which decodes canonical content the way
-//! every node does (hash before parse, strict canonical decoding) and prints it
-//! as JSON, and `resolvd keys`, which manages the resolver's BLS key in an
-//! EIP-2335 keystore. The daemon itself (`resolvd run`) is not built yet.
+//! `resolvd run` is the daemon; the other commands are one-shot tools for
+//! operators, sellers, buyers and auditors (see `resolvd --help` and
+//! node/README.md).
 
+use alloy_primitives::{Address, B256, U256};
 use clap::{Parser, Subcommand};
 use eyre::{bail, WrapErr};
 use resolvd_node::{
+    config::{LogFormat, NodeConfig},
     inspect::{inspect, ContentKind},
     keys::{self, PasswordArgs},
     keystore::{Kdf, Keystore},
 };
-use std::{io::Read, path::PathBuf};
+use std::{io::Read, net::SocketAddr, path::PathBuf};
+
+mod commands;
 
 #[derive(Debug, Parser)]
 #[command(name = "resolvd", version, about = "resolvd: a bonded dispute-resolver network")]
 struct Cli {
+    /// Log format of commands that log (`run`, `devnet`).
+    #[arg(long, global = true, env = "RESOLVD_LOG_FORMAT", value_enum)]
+    log_format: Option<LogFormat>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the resolver daemon (p2p, chain watcher, replay, signing, aggregation,
+    /// submission, slasher, HTTP API).
+    Run(RunArgs),
+    /// Register as a resolver: approve the bond and call the registry with the
+    /// BLS key and its proof of possession.
+    Register(RegisterArgs),
+    /// Put content into, or get it from, a node's content store (hash checked).
+    #[command(subcommand)]
+    Content(ContentCommand),
+    /// Freeze a block of a chain into a prestate anchor.
+    Anchor(AnchorArgs),
+    /// Build and verify the replay witness of a plan on an anchor.
+    Witness(WitnessArgs),
+    /// Keyless audit: re-derive a settled deal's verdict from public inputs and
+    /// compare it with the escrow's `VerdictCommitted`.
+    Verify(VerifyArgs),
+    /// Submit equivocation evidence (an evidence file a node wrote) to the registry.
+    Slash(SlashArgs),
+    /// Print a node's status (`GET /status`).
+    Status {
+        /// The node's HTTP API.
+        #[arg(long, default_value = "http://127.0.0.1:9500")]
+        api: String,
+    },
     /// Decode canonical content bytes and print them as JSON with their content hash.
     Inspect(InspectArgs),
     /// Manage the resolver's BLS key (EIP-2335 keystore).
     #[command(subcommand)]
     Keys(KeysCommand),
+}
+
+/// Options of `resolvd run`: a TOML file, overridden by `RESOLVD_*`
+/// environment variables, overridden by flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    /// The node.toml (every key documented in node/README.md); defaults apply without one.
+    #[arg(long, env = "RESOLVD_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    /// Overrides `data_dir`.
+    #[arg(long, env = "RESOLVD_DATA_DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// Overrides `chain.rpc_url`.
+    #[arg(long, env = "RESOLVD_RPC_URL")]
+    pub(crate) rpc_url: Option<String>,
+    /// Overrides `chain.escrow`.
+    #[arg(long, env = "RESOLVD_ESCROW")]
+    pub(crate) escrow: Option<Address>,
+    /// Overrides `chain.confirmations`.
+    #[arg(long, env = "RESOLVD_CONFIRMATIONS")]
+    pub(crate) confirmations: Option<u64>,
+    /// Overrides `p2p.listen`.
+    #[arg(long, env = "RESOLVD_P2P_LISTEN")]
+    pub(crate) p2p_listen: Option<String>,
+    /// Overrides `p2p.bootstrap` (comma-separated multiaddrs).
+    #[arg(long, env = "RESOLVD_BOOTSTRAP", value_delimiter = ',')]
+    pub(crate) bootstrap: Option<Vec<String>>,
+    /// Overrides `api.listen`.
+    #[arg(long, env = "RESOLVD_API_LISTEN")]
+    pub(crate) api_listen: Option<SocketAddr>,
+    /// Print the effective configuration as TOML and exit.
+    #[arg(long)]
+    pub(crate) print_config: bool,
+}
+
+impl RunArgs {
+    /// Defaults < file < env < flags.
+    pub(crate) fn effective(&self, log_format: Option<LogFormat>) -> eyre::Result<NodeConfig> {
+        let mut c = match &self.config {
+            Some(path) => NodeConfig::load(path)?,
+            None => NodeConfig::default(),
+        };
+        if let Some(v) = &self.data_dir {
+            c.data_dir = v.clone();
+        }
+        if let Some(v) = &self.rpc_url {
+            c.chain.rpc_url = v.clone();
+        }
+        if let Some(v) = self.escrow {
+            c.chain.escrow = v;
+        }
+        if let Some(v) = self.confirmations {
+            c.chain.confirmations = v;
+        }
+        if let Some(v) = &self.p2p_listen {
+            c.p2p.listen = v.clone();
+        }
+        if let Some(v) = &self.bootstrap {
+            c.p2p.bootstrap = v.clone();
+        }
+        if let Some(v) = self.api_listen {
+            c.api.listen = v;
+        }
+        if let Some(v) = log_format {
+            c.log_format = v;
+        }
+        Ok(c)
+    }
+}
+
+/// Chain access for one-shot commands.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ChainArgs {
+    /// JSON-RPC endpoint.
+    #[arg(long, env = "RESOLVD_RPC_URL", default_value = "http://127.0.0.1:8545")]
+    pub(crate) rpc_url: String,
+    /// The escrow contract.
+    #[arg(long, env = "RESOLVD_ESCROW")]
+    pub(crate) escrow: Address,
+}
+
+/// The transaction account: an encrypted JSON keystore and its password file.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AccountArgs {
+    /// Encrypted JSON keystore of the sending account.
+    #[arg(long)]
+    pub(crate) account_keystore: PathBuf,
+    /// File holding its password.
+    #[arg(long)]
+    pub(crate) account_password_file: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct RegisterArgs {
+    #[command(flatten)]
+    pub(crate) chain: ChainArgs,
+    #[command(flatten)]
+    pub(crate) account: AccountArgs,
+    /// The BLS keystore (EIP-2335).
+    #[arg(long)]
+    pub(crate) keystore: PathBuf,
+    #[command(flatten)]
+    pub(crate) password: PasswordArgs,
+    /// Bond in bond-token base units (defaults to the registry's minimum).
+    #[arg(long)]
+    pub(crate) bond: Option<U256>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ContentCommand {
+    /// Upload canonical bytes; the node stores them only under the hash they hash to.
+    Put {
+        /// The node's HTTP API.
+        #[arg(long, default_value = "http://127.0.0.1:9500")]
+        api: String,
+        /// Type tag of the content (spec, delivery, prestate-anchor, evm-witness, ...).
+        #[arg(long = "type")]
+        type_tag: String,
+        /// File with the raw canonical bytes.
+        file: PathBuf,
+    },
+    /// Download content by hash (re-hashed locally before it is written).
+    Get {
+        /// The node's HTTP API.
+        #[arg(long, default_value = "http://127.0.0.1:9500")]
+        api: String,
+        /// Content hash.
+        hash: B256,
+        /// Output file (stdout if absent).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AnchorArgs {
+    /// JSON-RPC endpoint.
+    #[arg(long, env = "RESOLVD_RPC_URL", default_value = "http://127.0.0.1:8545")]
+    pub(crate) rpc_url: String,
+    /// Block number (latest if absent).
+    #[arg(long)]
+    pub(crate) block: Option<u64>,
+    /// EVM rules to replay under.
+    #[arg(long, value_enum, default_value = "prague")]
+    pub(crate) evm: commands::EvmRules,
+    /// Where to write the canonical PrestateAnchorV1 bytes.
+    #[arg(long)]
+    pub(crate) out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct WitnessArgs {
+    /// JSON-RPC endpoint (an archive node for old anchors).
+    #[arg(long, env = "RESOLVD_RPC_URL", default_value = "http://127.0.0.1:8545")]
+    pub(crate) rpc_url: String,
+    /// Canonical PrestateAnchorV1 bytes (`resolvd anchor --out`).
+    #[arg(long)]
+    pub(crate) anchor: PathBuf,
+    /// Canonical EvmCallPlanV1 bytes.
+    #[arg(long)]
+    pub(crate) plan: PathBuf,
+    /// Extra storage slots to prove (`ADDRESS:SLOT`, e.g. the predicate's), repeatable.
+    #[arg(long = "slot")]
+    pub(crate) slots: Vec<String>,
+    /// Parent headers to include (for BLOCKHASH).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) ancestors: u64,
+    /// Where to write the canonical EvmWitnessV1 bytes.
+    #[arg(long)]
+    pub(crate) out: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct VerifyArgs {
+    #[command(flatten)]
+    pub(crate) chain: ChainArgs,
+    /// The deal.
+    pub(crate) deal_id: B256,
+    /// A node API to fetch unpublished content (the witness) from.
+    #[arg(long)]
+    pub(crate) api: Option<String>,
+    /// Or: the witness bytes in a file.
+    #[arg(long)]
+    pub(crate) witness: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct SlashArgs {
+    #[command(flatten)]
+    pub(crate) chain: ChainArgs,
+    #[command(flatten)]
+    pub(crate) account: AccountArgs,
+    /// Evidence file: hex of a wire ConflictEvidence (nodes write them to
+    /// `<data_dir>/evidence/`).
+    #[arg(long)]
+    pub(crate) evidence: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,7 +316,7 @@ impl From<KdfArg> for Kdf {
 }
 
 #[allow(clippy::disallowed_macros)] // the CLI's own output
-fn print_json(value: &serde_json::Value) -> eyre::Result<()> {
+pub(crate) fn print_json(value: &serde_json::Value) -> eyre::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
@@ -160,9 +386,32 @@ fn read_input(args: &InspectArgs) -> eyre::Result<Vec<u8>> {
     }
 }
 
+fn runtime() -> eyre::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
 fn main() -> eyre::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Run(args) => {
+            let config = args.effective(cli.log_format)?;
+            if args.print_config {
+                #[allow(clippy::disallowed_macros)]
+                {
+                    print!("{}", toml::to_string(&config)?);
+                }
+                return Ok(());
+            }
+            commands::init_logging(config.log_format);
+            runtime()?.block_on(commands::run(config))?;
+        }
+        Command::Register(args) => runtime()?.block_on(commands::register(args))?,
+        Command::Content(cmd) => runtime()?.block_on(commands::content(cmd))?,
+        Command::Anchor(args) => runtime()?.block_on(commands::anchor(args))?,
+        Command::Witness(args) => runtime()?.block_on(commands::witness(args))?,
+        Command::Verify(args) => runtime()?.block_on(commands::verify(args))?,
+        Command::Slash(args) => runtime()?.block_on(commands::slash(args))?,
+        Command::Status { api } => runtime()?.block_on(commands::status(&api))?,
         Command::Inspect(args) => {
             let bytes = read_input(&args)?;
             let report = inspect(args.kind, &bytes, args.expect_hash.as_ref())?;

@@ -245,6 +245,8 @@ pub struct P2pConfig {
     pub heartbeat: Duration,
     /// Target mesh degree (D); D_low = D / 2 rounded up, D_high = 2 D.
     pub mesh: usize,
+    /// Largest gossip message sent or accepted (default [`MAX_GOSSIP_LEN`]).
+    pub max_message: usize,
 }
 
 impl Default for P2pConfig {
@@ -253,6 +255,7 @@ impl Default for P2pConfig {
             listen: "/ip4/0.0.0.0/tcp/9400".parse().expect("valid multiaddr"),
             heartbeat: Duration::from_secs(1),
             mesh: 6,
+            max_message: MAX_GOSSIP_LEN,
         }
     }
 }
@@ -274,7 +277,7 @@ pub fn build_swarm(
     let gossip_config = gossipsub::ConfigBuilder::default()
         .validation_mode(gossipsub::ValidationMode::Strict)
         .validate_messages()
-        .max_transmit_size(MAX_GOSSIP_LEN)
+        .max_transmit_size(config.max_message)
         .heartbeat_interval(config.heartbeat)
         .mesh_n(config.mesh)
         .mesh_n_low(config.mesh.div_ceil(2))

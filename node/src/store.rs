@@ -8,6 +8,7 @@
 //! | `partials` | dealId ‖ signer index (36) | wire `SignedVerdict` | WAL |
 //! | `certificates` | dealId (32) | wire `QuorumCertificate` | WAL |
 //! | `cursor` | name | u64 big-endian | fsync |
+//! | `evidence` | dealId ‖ resolver index (36) | slashing transaction hash (32) | WAL |
 //!
 //! Content is stored hash-first: bytes go in only under the hash they hash to.
 //! Slashing-protection records are applied atomically (a process-wide lock)
@@ -15,14 +16,20 @@
 //! leaves the process before its record is durable, and a restart never signs
 //! a different commitment for the same deal.
 
+use alloy_primitives::B256;
 use resolvd_consensus::protection::{decide, Decision, ProtectionKey, ProtectionStore};
-use resolvd_proto::{content_hash, hash::TYPE_TAGS, ContentHash};
+use resolvd_proto::{
+    content_hash,
+    hash::TYPE_TAGS,
+    wire::{DisputeAnnouncement, QuorumCertificate, SignedVerdict, WireMessage},
+    ContentHash,
+};
 use rocksdb::{ColumnFamilyDescriptor, Options, WriteOptions, DB};
 use std::{path::Path, sync::Mutex};
 
 /// Column families, in creation order.
-pub const COLUMN_FAMILIES: [&str; 6] =
-    ["content", "protection", "disputes", "partials", "certificates", "cursor"];
+pub const COLUMN_FAMILIES: [&str; 7] =
+    ["content", "protection", "disputes", "partials", "certificates", "cursor", "evidence"];
 
 /// A store failure.
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +177,107 @@ impl Store {
     }
 }
 
+/// What the node persists about one dispute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum DisputeStatus {
+    /// Confirmed on chain, not settled.
+    Active = 0,
+    /// Settled on chain (or found settled at start).
+    Settled = 1,
+    /// Past its resolve deadline without settlement seen.
+    Expired = 2,
+}
+
+impl Store {
+    /// Persists a dispute: status byte, then the wire announcement.
+    pub fn put_dispute(
+        &self,
+        announcement: &DisputeAnnouncement,
+        status: DisputeStatus,
+    ) -> Result<(), StoreError> {
+        let mut value = vec![status as u8];
+        value.extend_from_slice(&announcement.encode_wire());
+        self.db.put_cf(self.cf("disputes"), announcement.deal_id, value)?;
+        Ok(())
+    }
+
+    /// Every persisted dispute.
+    pub fn disputes(&self) -> Result<Vec<(DisputeAnnouncement, DisputeStatus)>, StoreError> {
+        let corrupt = || StoreError::Corrupt { what: "dispute" };
+        let mut out = Vec::new();
+        for item in self.db.iterator_cf(self.cf("disputes"), rocksdb::IteratorMode::Start) {
+            let (_, value) = item?;
+            let (&status, rest) = value.split_first().ok_or_else(corrupt)?;
+            let status = match status {
+                0 => DisputeStatus::Active,
+                1 => DisputeStatus::Settled,
+                2 => DisputeStatus::Expired,
+                _ => return Err(corrupt()),
+            };
+            out.push((DisputeAnnouncement::decode_wire(rest).map_err(|_| corrupt())?, status));
+        }
+        Ok(out)
+    }
+
+    /// Persists a partial signature (ours or a verified one received).
+    pub fn put_partial(&self, p: &SignedVerdict) -> Result<(), StoreError> {
+        let mut key = p.commitment.deal_id.to_vec();
+        key.extend_from_slice(&p.signer_index.to_be_bytes());
+        self.db.put_cf(self.cf("partials"), key, p.encode_wire())?;
+        Ok(())
+    }
+
+    /// The persisted partials of `deal_id` (at most one per signer).
+    pub fn partials(&self, deal_id: &B256) -> Result<Vec<SignedVerdict>, StoreError> {
+        let mut out = Vec::new();
+        let iter = self.db.prefix_iterator_cf(self.cf("partials"), deal_id);
+        for item in iter {
+            let (key, value) = item?;
+            if !key.starts_with(deal_id.as_slice()) {
+                break;
+            }
+            out.push(
+                SignedVerdict::decode_wire(&value)
+                    .map_err(|_| StoreError::Corrupt { what: "partial" })?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Persists a certificate.
+    pub fn put_certificate(&self, c: &QuorumCertificate) -> Result<(), StoreError> {
+        self.db.put_cf(self.cf("certificates"), c.commitment.deal_id, c.encode_wire())?;
+        Ok(())
+    }
+
+    /// The persisted certificate of `deal_id`.
+    pub fn certificate(&self, deal_id: &B256) -> Result<Option<QuorumCertificate>, StoreError> {
+        self.db
+            .get_cf(self.cf("certificates"), deal_id)?
+            .map(|v| {
+                QuorumCertificate::decode_wire(&v)
+                    .map_err(|_| StoreError::Corrupt { what: "certificate" })
+            })
+            .transpose()
+    }
+
+    /// Records that evidence against `resolver` for `deal_id` was dealt with.
+    pub fn put_slashed(&self, deal_id: &B256, resolver: u32, tx: B256) -> Result<(), StoreError> {
+        let mut key = deal_id.to_vec();
+        key.extend_from_slice(&resolver.to_be_bytes());
+        self.db.put_cf(self.cf("evidence"), key, tx)?;
+        Ok(())
+    }
+
+    /// Whether evidence against `resolver` for `deal_id` was dealt with.
+    pub fn slashed(&self, deal_id: &B256, resolver: u32) -> Result<bool, StoreError> {
+        let mut key = deal_id.to_vec();
+        key.extend_from_slice(&resolver.to_be_bytes());
+        Ok(self.db.get_cf(self.cf("evidence"), key)?.is_some())
+    }
+}
+
 impl ProtectionStore for &Store {
     /// Applies the rule under a process-wide lock; a new record is fsync'd
     /// before the decision is returned.
@@ -190,10 +298,25 @@ impl ProtectionStore for &Store {
     }
 }
 
+/// A shared store as a slashing-protection store (the signer lives in the
+/// node's event loop while the API and workers hold the same store).
+#[derive(Clone, Debug)]
+pub struct SharedStore(pub std::sync::Arc<Store>);
+
+impl ProtectionStore for SharedStore {
+    fn check_and_record(
+        &mut self,
+        key: &ProtectionKey,
+        digest: ContentHash,
+    ) -> resolvd_consensus::Result<Decision> {
+        (&*self.0).check_and_record(key, digest)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloy_primitives::{Address, B256};
+    use alloy_primitives::Address;
     use resolvd_consensus::{protection::ProtectedSigner, Error, SecretKey};
     use resolvd_proto::{ReexecVerdict, VerdictCommitment, VerdictDomain};
 

@@ -1,4 +1,5 @@
-//! Integration tests of the `resolvd` binary.
+//! Integration tests of resolvd-node.
 
 mod cli;
+mod network;
 mod p2p;

@@ -61,6 +61,7 @@ fn config() -> P2pConfig {
         listen: "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
         heartbeat: Duration::from_millis(100),
         mesh: 1,
+        ..P2pConfig::default()
     }
 }
 

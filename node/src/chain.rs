@@ -1,0 +1,426 @@
+//! Chain access over JSON-RPC (alloy): event scanning with confirmations,
+//! views at a confirmed block, committee loading, and transaction sending
+//! with revert decoding.
+//!
+//! This is an IO edge: it turns logs into [`ChainEvent`]s and calls into
+//! typed results; what to do with them is the node's state machine.
+
+use crate::contracts::{
+    deal_state, Deal, Evidence, IEscrow, IRegistry, VerdictCommitment as AbiCommitment, IERC20,
+};
+use alloy_network::{EthereumWallet, TransactionBuilder};
+use alloy_primitives::{Address, Bytes, B256, U256};
+use alloy_provider::{DynProvider, Provider, ProviderBuilder};
+use alloy_rpc_types_eth::{BlockId, Filter, TransactionRequest};
+use alloy_signer_local::PrivateKeySigner;
+use alloy_sol_types::{SolCall, SolEvent, SolInterface};
+use resolvd_consensus::{Committee, Member, PublicKey, QuorumCertificate};
+use resolvd_proto::{wire::DisputeAnnouncement, VerdictCommitment, VerdictDomain};
+use std::path::Path;
+
+/// A chain failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChainError {
+    /// Transport or node error (retry later).
+    #[error("rpc: {0}")]
+    Rpc(String),
+    /// The call reverted; the raw revert data and its decoding, if known.
+    #[error("reverted: {reason}")]
+    Reverted {
+        /// Decoded reason (custom error name and fields) or hex data.
+        reason: String,
+        /// Raw revert data.
+        data: Bytes,
+    },
+    /// The chain returned something the contracts cannot produce.
+    #[error("unexpected chain data: {0}")]
+    Unexpected(String),
+    /// A transaction was requested but the node has no account.
+    #[error("no transaction account configured (chain.account_keystore)")]
+    NoAccount,
+}
+
+fn rpc<E: std::fmt::Display>(e: E) -> ChainError {
+    ChainError::Rpc(e.to_string())
+}
+
+/// A decoded, confirmed log.
+#[derive(Clone, Debug)]
+pub enum ChainEvent {
+    /// `Escrow.Disputed`, as the announcement nodes gossip.
+    Disputed(Box<DisputeAnnouncement>),
+    /// `Escrow.SpecPublished`.
+    SpecPublished {
+        /// Canonical spec bytes.
+        spec: Bytes,
+        /// Canonical anchor bytes.
+        anchor: Bytes,
+    },
+    /// `Escrow.DeliveryPublished`.
+    DeliveryPublished {
+        /// Canonical delivery bytes.
+        delivery: Bytes,
+    },
+    /// `Escrow.VerdictCommitted`.
+    VerdictCommitted {
+        /// The deal.
+        deal_id: B256,
+        /// The certified commitment.
+        commitment: Option<VerdictCommitment>,
+        /// The transaction.
+        tx_hash: B256,
+    },
+    /// `Escrow.Settled` (any settlement).
+    Settled {
+        /// The deal.
+        deal_id: B256,
+        /// Settlement code.
+        settlement: u8,
+    },
+    /// `Registry.EpochStarted`.
+    EpochStarted {
+        /// The new epoch.
+        epoch: u64,
+    },
+    /// `Registry.Slashed`.
+    Slashed {
+        /// Resolver index.
+        resolver: u64,
+        /// The deal of the evidence.
+        deal_id: B256,
+    },
+}
+
+/// What a sent transaction did.
+#[derive(Clone, Copy, Debug)]
+pub struct TxOutcome {
+    /// Transaction hash.
+    pub tx_hash: B256,
+    /// Gas used.
+    pub gas_used: u64,
+    /// Block it was included in.
+    pub block: u64,
+}
+
+/// A connection to the chain and the two contracts.
+#[derive(Clone, Debug)]
+pub struct Chain {
+    provider: DynProvider,
+    /// The escrow.
+    pub escrow: Address,
+    /// Its registry.
+    pub registry: Address,
+    /// The sending account, if any.
+    pub account: Option<Address>,
+    /// Chain id.
+    pub chain_id: u64,
+}
+
+/// Loads the transaction account from an encrypted JSON keystore.
+pub fn load_account(keystore: &Path, password_file: &Path) -> eyre::Result<PrivateKeySigner> {
+    let password =
+        crate::keys::PasswordArgs { password_file: Some(password_file.into()) }.password()?;
+    PrivateKeySigner::decrypt_keystore(keystore, password)
+        .map_err(|e| eyre::eyre!("account keystore {}: {e}", keystore.display()))
+}
+
+impl Chain {
+    /// Connects to `rpc_url`, reads the chain id and the escrow's registry.
+    pub async fn connect(
+        rpc_url: &str,
+        escrow: Address,
+        signer: Option<PrivateKeySigner>,
+    ) -> Result<Self, ChainError> {
+        let url =
+            rpc_url.parse().map_err(|e| ChainError::Rpc(format!("rpc url {rpc_url}: {e}")))?;
+        let account = signer.as_ref().map(|s| s.address());
+        let provider = match signer {
+            Some(s) => {
+                ProviderBuilder::new().wallet(EthereumWallet::from(s)).connect_http(url).erased()
+            }
+            None => ProviderBuilder::new().connect_http(url).erased(),
+        };
+        let chain_id = provider.get_chain_id().await.map_err(rpc)?;
+        let mut chain = Self { provider, escrow, registry: Address::ZERO, account, chain_id };
+        chain.registry = chain.view(escrow, IEscrow::registryCall {}, None).await?;
+        Ok(chain)
+    }
+
+    /// The provider.
+    pub fn provider(&self) -> &DynProvider {
+        &self.provider
+    }
+
+    /// The EIP-712 domain of verdicts on this escrow.
+    pub fn domain(&self) -> VerdictDomain {
+        VerdictDomain {
+            name: "resolvd".into(),
+            version: "1".into(),
+            chain_id: self.chain_id,
+            verifying_contract: self.escrow,
+        }
+    }
+
+    /// The latest block number.
+    pub async fn head(&self) -> Result<u64, ChainError> {
+        self.provider.get_block_number().await.map_err(rpc)
+    }
+
+    /// A view call at `block` (latest if `None`).
+    pub async fn view<C: SolCall>(
+        &self,
+        to: Address,
+        call: C,
+        block: Option<u64>,
+    ) -> Result<C::Return, ChainError> {
+        let tx = TransactionRequest::default().with_to(to).with_input(call.abi_encode());
+        let call = self.provider.call(tx);
+        let out = match block {
+            Some(n) => call.block(BlockId::number(n)).await,
+            None => call.await,
+        }
+        .map_err(|e| revert_or_rpc(&e))?;
+        C::abi_decode_returns(&out).map_err(|e| ChainError::Unexpected(e.to_string()))
+    }
+
+    /// Sends `call` to `to` from the node's account and waits for the receipt.
+    /// A revert (at estimation or on-chain) is [`ChainError::Reverted`].
+    pub async fn send<C: SolCall>(&self, to: Address, call: C) -> Result<TxOutcome, ChainError> {
+        let from = self.account.ok_or(ChainError::NoAccount)?;
+        let tx =
+            TransactionRequest::default().with_from(from).with_to(to).with_input(call.abi_encode());
+        let pending = self.provider.send_transaction(tx).await.map_err(|e| revert_or_rpc(&e))?;
+        let receipt = pending.get_receipt().await.map_err(rpc)?;
+        if !receipt.status() {
+            return Err(ChainError::Reverted {
+                reason: format!("transaction {} reverted", receipt.transaction_hash),
+                data: Bytes::new(),
+            });
+        }
+        Ok(TxOutcome {
+            tx_hash: receipt.transaction_hash,
+            gas_used: receipt.gas_used,
+            block: receipt.block_number.unwrap_or_default(),
+        })
+    }
+
+    /// Logs of both contracts in `[from, to]`, decoded, in chain order.
+    /// Logs of other events are skipped; logs of known events that do not
+    /// decode are errors (a wrong contract address).
+    pub async fn events(&self, from: u64, to: u64) -> Result<Vec<ChainEvent>, ChainError> {
+        let filter =
+            Filter::new().address(vec![self.escrow, self.registry]).from_block(from).to_block(to);
+        let logs = self.provider.get_logs(&filter).await.map_err(rpc)?;
+        let mut out = Vec::with_capacity(logs.len());
+        for log in logs {
+            let bad = |e: alloy_sol_types::Error| ChainError::Unexpected(e.to_string());
+            let Some(&topic0) = log.topic0() else { continue };
+            let inner = &log.inner;
+            let event = if inner.address == self.escrow {
+                match topic0 {
+                    IEscrow::Disputed::SIGNATURE_HASH => {
+                        let e = IEscrow::Disputed::decode_log(inner).map_err(bad)?.data;
+                        ChainEvent::Disputed(Box::new(DisputeAnnouncement {
+                            chain_id: self.chain_id,
+                            escrow: self.escrow,
+                            deal_id: e.dealId,
+                            spec_hash: e.specHash,
+                            delivery_hash: e.deliveryHash,
+                            prestate_anchor_hash: e.prestateAnchorHash,
+                            prestate_root: e.prestateRoot,
+                            backend_id: e.backendId,
+                            backend_version_hash: e.backendVersionHash,
+                            epoch: to_u64(e.epoch)?,
+                            resolve_deadline: to_u64(e.resolveDeadline)?,
+                            block_number: log.block_number.unwrap_or_default(),
+                            tx_hash: log.transaction_hash.unwrap_or_default(),
+                        }))
+                    }
+                    IEscrow::SpecPublished::SIGNATURE_HASH => {
+                        let e = IEscrow::SpecPublished::decode_log(inner).map_err(bad)?.data;
+                        ChainEvent::SpecPublished { spec: e.spec, anchor: e.prestateAnchor }
+                    }
+                    IEscrow::DeliveryPublished::SIGNATURE_HASH => {
+                        let e = IEscrow::DeliveryPublished::decode_log(inner).map_err(bad)?.data;
+                        ChainEvent::DeliveryPublished { delivery: e.delivery }
+                    }
+                    IEscrow::VerdictCommitted::SIGNATURE_HASH => {
+                        let e = IEscrow::VerdictCommitted::decode_log(inner).map_err(bad)?.data;
+                        ChainEvent::VerdictCommitted {
+                            deal_id: e.dealId,
+                            commitment: e.commitment.to_commitment(),
+                            tx_hash: log.transaction_hash.unwrap_or_default(),
+                        }
+                    }
+                    IEscrow::Settled::SIGNATURE_HASH => {
+                        let e = IEscrow::Settled::decode_log(inner).map_err(bad)?.data;
+                        ChainEvent::Settled { deal_id: e.dealId, settlement: e.settlement }
+                    }
+                    _ => continue,
+                }
+            } else {
+                match topic0 {
+                    IRegistry::EpochStarted::SIGNATURE_HASH => {
+                        let e = IRegistry::EpochStarted::decode_log(inner).map_err(bad)?.data;
+                        ChainEvent::EpochStarted { epoch: to_u64(e.epoch)? }
+                    }
+                    IRegistry::Slashed::SIGNATURE_HASH => {
+                        let e = IRegistry::Slashed::decode_log(inner).map_err(bad)?.data;
+                        ChainEvent::Slashed { resolver: to_u64(e.resolver)?, deal_id: e.dealId }
+                    }
+                    _ => continue,
+                }
+            };
+            out.push(event);
+        }
+        Ok(out)
+    }
+
+    /// The escrow's record of `deal_id` at `block` (latest if `None`).
+    pub async fn deal(&self, deal_id: B256, block: Option<u64>) -> Result<Deal, ChainError> {
+        self.view(self.escrow, IEscrow::dealCall { dealId: deal_id }, block).await
+    }
+
+    /// Whether `announcement` matches the escrow's state at `block`: the deal
+    /// is disputed with exactly these fields, epoch and deadline.
+    pub async fn confirms(
+        &self,
+        a: &DisputeAnnouncement,
+        block: Option<u64>,
+    ) -> Result<bool, ChainError> {
+        if a.chain_id != self.chain_id || a.escrow != self.escrow {
+            return Ok(false);
+        }
+        let d = self.deal(a.deal_id, block).await?;
+        Ok(d.state == deal_state::DISPUTED
+            && d.specHash == a.spec_hash
+            && d.deliveryHash == a.delivery_hash
+            && d.prestateAnchorHash == a.prestate_anchor_hash
+            && d.prestateRoot == a.prestate_root
+            && d.backendId == a.backend_id
+            && d.backendVersionHash == a.backend_version_hash
+            && d.epoch == a.epoch
+            && d.resolveDeadline == a.resolve_deadline)
+    }
+
+    /// The committee of `epoch`, read from the registry.
+    pub async fn committee(&self, epoch: u64) -> Result<Committee, ChainError> {
+        let r = self.registry;
+        let threshold = self.view(r, IRegistry::thresholdBpsCall {}, None).await?;
+        let count = to_u64(self.view(r, IRegistry::resolverCountCall {}, None).await?)?;
+        let e = U256::from(epoch);
+        let mut members = Vec::new();
+        for index in 0..count {
+            let i = U256::from(index);
+            if !self.view(r, IRegistry::isMemberCall { index: i, epoch: e }, None).await? {
+                continue;
+            }
+            let info = self.view(r, IRegistry::resolverInfoCall { index: i }, None).await?;
+            let key = PublicKey::from_eip2537(&info.publicKey)
+                .map_err(|err| ChainError::Unexpected(format!("resolver {index} key: {err}")))?;
+            members.push(Member {
+                index: u32::try_from(index)
+                    .map_err(|_| ChainError::Unexpected("resolver index > u32".into()))?,
+                operator: info.entry.operator,
+                key,
+                stake: U256::from(info.membership.stake),
+            });
+        }
+        let threshold = u16::try_from(to_u64(threshold)?)
+            .map_err(|_| ChainError::Unexpected("threshold".into()))?;
+        Committee::new(epoch, members, threshold)
+            .map_err(|err| ChainError::Unexpected(format!("epoch {epoch} committee: {err}")))
+    }
+
+    /// Sends `resolve` with `certificate`.
+    pub async fn resolve(&self, certificate: &QuorumCertificate) -> Result<TxOutcome, ChainError> {
+        let call = IEscrow::resolveCall {
+            commitment: AbiCommitment::from(&certificate.commitment),
+            nonSigners: certificate.non_signers.iter().map(|&i| U256::from(i)).collect(),
+            aggregateSignature: Bytes::copy_from_slice(&certificate.signature.to_eip2537()),
+        };
+        self.send(self.escrow, call).await
+    }
+
+    /// Sends `slashEquivocation(domainSeparator, a, b)`.
+    pub async fn slash(&self, a: Evidence, b: Evidence) -> Result<TxOutcome, ChainError> {
+        let separator = self.domain().eip712().separator();
+        let call = IRegistry::slashEquivocationCall { domainSeparator: separator, a, b };
+        self.send(self.registry, call).await
+    }
+
+    /// Whether resolver `index` has been slashed.
+    pub async fn is_slashed(&self, index: u32) -> Result<bool, ChainError> {
+        let info = self
+            .view(self.registry, IRegistry::resolverInfoCall { index: U256::from(index) }, None)
+            .await?;
+        Ok(info.entry.slashed)
+    }
+
+    /// Registers `secret` as a resolver with `bond` bond tokens: approves the
+    /// registry, then calls `register(publicKey, proofOfPossession, bond)`.
+    /// Returns the registration transaction and the new resolver index.
+    pub async fn register(
+        &self,
+        secret: &resolvd_consensus::SecretKey,
+        bond: U256,
+    ) -> Result<(TxOutcome, u64), ChainError> {
+        let token = self.view(self.registry, IRegistry::bondTokenCall {}, None).await?;
+        self.send(token, IERC20::approveCall { spender: self.registry, amount: bond }).await?;
+        let key = secret.public_key();
+        let index = to_u64(self.view(self.registry, IRegistry::resolverCountCall {}, None).await?)?;
+        let call = IRegistry::registerCall {
+            publicKey: Bytes::copy_from_slice(&key.to_eip2537()),
+            proofOfPossession: Bytes::copy_from_slice(&secret.prove_possession().to_eip2537()),
+            bond,
+        };
+        Ok((self.send(self.registry, call).await?, index))
+    }
+
+    /// ERC-20 balance.
+    pub async fn balance(&self, token: Address, who: Address) -> Result<U256, ChainError> {
+        self.view(token, IERC20::balanceOfCall { who }, None).await
+    }
+}
+
+fn to_u64(v: U256) -> Result<u64, ChainError> {
+    u64::try_from(v).map_err(|_| ChainError::Unexpected(format!("{v} does not fit u64")))
+}
+
+/// Decodes a revert of one of the contracts' known errors.
+pub fn decode_revert(data: &[u8]) -> String {
+    if let Ok(e) = IEscrow::IEscrowErrors::abi_decode(data) {
+        return format!("{e:?}");
+    }
+    if let Ok(e) = IRegistry::IRegistryErrors::abi_decode(data) {
+        return format!("{e:?}");
+    }
+    format!("0x{}", alloy_primitives::hex::encode(data))
+}
+
+/// Whether revert `data` says the deal is no longer disputed (someone else resolved it).
+pub fn is_already_resolved(data: &[u8]) -> bool {
+    matches!(
+        IEscrow::IEscrowErrors::abi_decode(data),
+        Ok(IEscrow::IEscrowErrors::WrongState(e)) if e.actual == deal_state::RESOLVED
+    )
+}
+
+/// Whether revert `data` says every signer was already slashed for the evidence.
+pub fn is_already_slashed(data: &[u8]) -> bool {
+    matches!(
+        IRegistry::IRegistryErrors::abi_decode(data),
+        Ok(IRegistry::IRegistryErrors::NoEquivocator(_))
+    )
+}
+
+fn revert_or_rpc<E>(e: &alloy_json_rpc::RpcError<E>) -> ChainError
+where
+    E: std::fmt::Display,
+{
+    match e.as_error_resp().and_then(|p| p.as_revert_data()) {
+        Some(data) => ChainError::Reverted { reason: decode_revert(&data), data },
+        None => rpc(e),
+    }
+}

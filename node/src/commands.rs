@@ -1,0 +1,341 @@
+//! The one-shot commands and `run`.
+
+use crate::{
+    print_json, AccountArgs, AnchorArgs, ContentCommand, RegisterArgs, SlashArgs, VerifyArgs,
+    WitnessArgs,
+};
+use alloy_primitives::{hex, Address, Bytes, B256};
+use alloy_provider::{Provider, ProviderBuilder};
+use alloy_rpc_types_eth::Filter;
+use alloy_sol_types::SolEvent;
+use eyre::{bail, ensure, eyre, WrapErr};
+use resolvd_consensus::{Attestation, ConflictEvidence};
+use resolvd_node::{
+    api,
+    chain::{load_account, Chain},
+    config::{LogFormat, NodeConfig},
+    contracts::{deal_state, IEscrow, IRegistry},
+    keys,
+    node::Node,
+};
+use resolvd_proto::{
+    content_hash, decode_committed,
+    wire::{self, WireMessage},
+    Canonical, ContentType, DeliveryV1, EvmAnchorV1, EvmCallPlanV1, EvmSpecId, PrestateAnchorV1,
+    ReexecRequestV1,
+};
+use resolvd_replay::{rpc, EvmBackend, BACKEND_ID};
+use std::collections::BTreeMap;
+use tracing_subscriber::EnvFilter;
+
+/// EVM rule sets a new anchor can name.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum EvmRules {
+    Shanghai,
+    Cancun,
+    Prague,
+    Osaka,
+}
+
+impl From<EvmRules> for EvmSpecId {
+    fn from(r: EvmRules) -> Self {
+        match r {
+            EvmRules::Shanghai => Self::Shanghai,
+            EvmRules::Cancun => Self::Cancun,
+            EvmRules::Prague => Self::Prague,
+            EvmRules::Osaka => Self::Osaka,
+        }
+    }
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+pub(crate) fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Human => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = ctrl_c.await;
+        }
+    }
+}
+
+/// `resolvd run`.
+pub(crate) async fn run(config: NodeConfig) -> eyre::Result<()> {
+    let api_listen = config.api.listen;
+    let max_content = config.api.max_content_len;
+    let (node, shared) = Node::start(config).await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut api_stop = stop_rx.clone();
+    let api = tokio::spawn(api::serve(shared, api_listen, max_content, async move {
+        let _ = api_stop.wait_for(|s| *s).await;
+    }));
+    let mut node_stop = stop_rx;
+    let node = tokio::spawn(node.run(async move {
+        let _ = node_stop.wait_for(|s| *s).await;
+    }));
+    tokio::pin!(node);
+    tokio::pin!(api);
+    tokio::select! {
+        () = shutdown_signal() => {
+            let _ = stop_tx.send(true);
+            node.await??;
+        }
+        r = &mut node => {
+            let _ = stop_tx.send(true);
+            r??;
+            bail!("node stopped");
+        }
+        r = &mut api => {
+            let _ = stop_tx.send(true);
+            r??;
+            bail!("API stopped");
+        }
+    }
+    Ok(())
+}
+
+async fn connect(
+    rpc_url: &str,
+    escrow: Address,
+    account: Option<&AccountArgs>,
+) -> eyre::Result<Chain> {
+    let signer = match account {
+        Some(a) => Some(load_account(&a.account_keystore, &a.account_password_file)?),
+        None => None,
+    };
+    Ok(Chain::connect(rpc_url, escrow, signer).await?)
+}
+
+/// `resolvd register`.
+pub(crate) async fn register(args: RegisterArgs) -> eyre::Result<()> {
+    let secret = keys::load(&args.keystore, &args.password)?;
+    let chain = connect(&args.chain.rpc_url, args.chain.escrow, Some(&args.account)).await?;
+    let bond = match args.bond {
+        Some(b) => b,
+        None => chain.view(chain.registry, IRegistry::minimumBondCall {}, None).await?,
+    };
+    let (tx, index) = chain.register(&secret, bond).await?;
+    print_json(&serde_json::json!({
+        "resolver": index,
+        "operator": chain.account,
+        "publicKey": hex::encode_prefixed(secret.public_key().compress()),
+        "bond": bond.to_string(),
+        "tx": tx.tx_hash,
+        "gasUsed": tx.gas_used,
+    }))
+}
+
+/// `resolvd content put|get`.
+pub(crate) async fn content(cmd: ContentCommand) -> eyre::Result<()> {
+    match cmd {
+        ContentCommand::Put { api, type_tag, file } => {
+            let bytes =
+                std::fs::read(&file).wrap_err_with(|| format!("reading {}", file.display()))?;
+            let tag = resolvd_proto::hash::TYPE_TAGS
+                .iter()
+                .map(|(t, _)| *t)
+                .find(|t| *t == type_tag)
+                .ok_or_else(|| eyre!("unknown type tag {type_tag:?}"))?;
+            let hash = content_hash(tag, &bytes);
+            let url = format!("{}/content/{hash}?type={tag}", api.trim_end_matches('/'));
+            let res = reqwest::Client::new().put(&url).body(bytes).send().await?;
+            let status = res.status();
+            let body = res.text().await.unwrap_or_default();
+            ensure!(status.is_success(), "PUT {url}: {status}: {body}");
+            print_json(&serde_json::json!({ "hash": hash, "typeTag": tag }))
+        }
+        ContentCommand::Get { api, hash, out } => {
+            let url = format!("{}/content/{hash}", api.trim_end_matches('/'));
+            let res = reqwest::get(&url).await?;
+            ensure!(res.status().is_success(), "GET {url}: {}", res.status());
+            let tag = res
+                .headers()
+                .get("x-resolvd-type-tag")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .ok_or_else(|| eyre!("the node sent no type tag"))?;
+            let bytes = res.bytes().await?;
+            // Trust nothing: re-hash before writing.
+            ensure!(
+                content_hash(&tag, &bytes) == hash,
+                "the node served bytes that do not hash to {hash}"
+            );
+            match out {
+                Some(path) => std::fs::write(&path, &bytes)?,
+                None => {
+                    use std::io::Write;
+                    std::io::stdout().write_all(&bytes)?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `resolvd anchor`.
+pub(crate) async fn anchor(args: AnchorArgs) -> eyre::Result<()> {
+    let provider = ProviderBuilder::new().connect_http(args.rpc_url.parse()?);
+    let block = match args.block {
+        Some(b) => b,
+        None => provider.get_block_number().await?,
+    };
+    let body = rpc::freeze_anchor(&provider, block, args.evm.into()).await?;
+    let doc = PrestateAnchorV1 { backend_id: *BACKEND_ID, body: body.to_canonical_bytes().into() };
+    std::fs::write(&args.out, doc.to_canonical_bytes())?;
+    print_json(&serde_json::json!({
+        "prestateAnchorHash": doc.content_hash(),
+        "prestateRoot": body.state_root,
+        "chainId": body.chain_id,
+        "blockNumber": body.block_number,
+        "blockHash": body.block_hash,
+        "out": args.out,
+    }))
+}
+
+fn parse_slot(text: &str) -> eyre::Result<(Address, B256)> {
+    let (a, s) =
+        text.split_once(':').ok_or_else(|| eyre!("--slot takes ADDRESS:SLOT, got {text}"))?;
+    Ok((a.parse()?, s.parse()?))
+}
+
+/// `resolvd witness`.
+pub(crate) async fn witness(args: WitnessArgs) -> eyre::Result<()> {
+    let doc_bytes = std::fs::read(&args.anchor)?;
+    let doc = PrestateAnchorV1::from_canonical_bytes(&doc_bytes)
+        .map_err(|e| eyre!("{}: not a PrestateAnchorV1: {e}", args.anchor.display()))?;
+    let anchor = EvmAnchorV1::from_canonical_bytes(&doc.body)
+        .map_err(|e| eyre!("anchor body is not an EvmAnchorV1: {e}"))?;
+    let plan = EvmCallPlanV1::from_canonical_bytes(&std::fs::read(&args.plan)?)
+        .map_err(|e| eyre!("{}: not an EvmCallPlanV1: {e}", args.plan.display()))?;
+    let slots = args.slots.iter().map(|s| parse_slot(s)).collect::<eyre::Result<Vec<_>>>()?;
+    let provider = ProviderBuilder::new().connect_http(args.rpc_url.parse()?);
+    let witness = rpc::build_witness(&provider, &anchor, &plan, &slots, args.ancestors).await?;
+    std::fs::write(&args.out, witness.to_canonical_bytes())?;
+    print_json(&serde_json::json!({
+        "witnessHash": witness.content_hash(),
+        "accounts": witness.accounts.len(),
+        "codes": witness.codes.len(),
+        "out": args.out,
+    }))
+}
+
+/// `resolvd verify`: keyless.
+pub(crate) async fn verify(args: VerifyArgs) -> eyre::Result<()> {
+    let chain = connect(&args.chain.rpc_url, args.chain.escrow, None).await?;
+    let deal = chain.deal(args.deal_id, None).await?;
+    ensure!(
+        deal.state == deal_state::RESOLVED,
+        "deal {} is not resolved (state {})",
+        args.deal_id,
+        deal.state
+    );
+    let logs = chain
+        .provider()
+        .get_logs(&Filter::new().address(chain.escrow).topic1(args.deal_id).from_block(0u64))
+        .await?;
+    let (mut spec, mut anchor, mut delivery, mut on_chain) = (None, None, None, None);
+    for log in &logs {
+        match log.topic0() {
+            Some(&IEscrow::SpecPublished::SIGNATURE_HASH) => {
+                let e = IEscrow::SpecPublished::decode_log(&log.inner)?.data;
+                spec = Some(e.spec);
+                anchor = Some(e.prestateAnchor);
+            }
+            Some(&IEscrow::DeliveryPublished::SIGNATURE_HASH) => {
+                delivery = Some(IEscrow::DeliveryPublished::decode_log(&log.inner)?.data.delivery);
+            }
+            Some(&IEscrow::VerdictCommitted::SIGNATURE_HASH) => {
+                on_chain = IEscrow::VerdictCommitted::decode_log(&log.inner)?
+                    .data
+                    .commitment
+                    .to_commitment();
+            }
+            _ => {}
+        }
+    }
+    let on_chain = on_chain
+        .ok_or_else(|| eyre!("no VerdictCommitted for {} (settled another way)", args.deal_id))?;
+    let spec = spec.ok_or_else(|| eyre!("the spec was not published on chain"))?;
+    let anchor = anchor.ok_or_else(|| eyre!("the anchor was not published on chain"))?;
+    let delivery = delivery.ok_or_else(|| eyre!("the delivery was not published on chain"))?;
+    let parsed: DeliveryV1 = decode_committed(&delivery, &deal.deliveryHash)?;
+    let witness = match (parsed.witness_hash(), &args.witness, &args.api) {
+        (None, _, _) => None,
+        (Some(_), Some(path), _) => Some(Bytes::from(std::fs::read(path)?)),
+        (Some(hash), None, Some(api)) => {
+            let url = format!("{}/content/{hash}", api.trim_end_matches('/'));
+            let res = reqwest::get(&url).await?;
+            ensure!(res.status().is_success(), "GET {url}: {}", res.status());
+            Some(res.bytes().await?.to_vec().into())
+        }
+        (Some(hash), None, None) => {
+            bail!("the delivery names witness {hash}: pass --api or --witness")
+        }
+    };
+    let request = ReexecRequestV1 {
+        deal_id: args.deal_id,
+        spec,
+        spec_hash: deal.specHash,
+        delivery,
+        delivery_hash: deal.deliveryHash,
+        prestate_anchor: anchor,
+        prestate_anchor_hash: deal.prestateAnchorHash,
+        witness,
+    };
+    let envelope = tokio::task::spawn_blocking(move || EvmBackend.verdict(&request)).await??;
+    let replayed = envelope.commitment();
+    let matches = replayed == on_chain;
+    print_json(&serde_json::json!({
+        "dealId": args.deal_id,
+        "match": matches,
+        "replayed": replayed,
+        "onChain": on_chain,
+    }))?;
+    ensure!(matches, "the replayed commitment differs from the certified one");
+    Ok(())
+}
+
+/// `resolvd slash`.
+pub(crate) async fn slash(args: SlashArgs) -> eyre::Result<()> {
+    let text = std::fs::read_to_string(&args.evidence)?;
+    let bytes = hex::decode(text.trim()).map_err(|e| eyre!("evidence file is not hex: {e}"))?;
+    let ev = wire::ConflictEvidence::decode_wire(&bytes)?;
+    let (a, b) = (Attestation::from_wire(&ev.first)?, Attestation::from_wire(&ev.second)?);
+    let chain = connect(&args.chain.rpc_url, args.chain.escrow, Some(&args.account)).await?;
+    let mut committees = BTreeMap::new();
+    for epoch in [a.epoch, b.epoch] {
+        if !committees.contains_key(&epoch) {
+            committees.insert(epoch, chain.committee(epoch).await?);
+        }
+    }
+    let checked = ConflictEvidence::verify(a, b, &committees, &chain.domain())?;
+    let tx = chain.slash((&checked.first).into(), (&checked.second).into()).await?;
+    print_json(&serde_json::json!({
+        "dealId": checked.first.commitment.deal_id,
+        "equivocators": checked.equivocators.iter().map(|k| hex::encode_prefixed(k.compress())).collect::<Vec<_>>(),
+        "tx": tx.tx_hash,
+        "gasUsed": tx.gas_used,
+    }))
+}
+
+/// `resolvd status`.
+pub(crate) async fn status(api: &str) -> eyre::Result<()> {
+    let url = format!("{}/status", api.trim_end_matches('/'));
+    let res = reqwest::get(&url).await.wrap_err_with(|| format!("GET {url}"))?;
+    ensure!(res.status().is_success(), "GET {url}: {}", res.status());
+    print_json(&res.json().await?)
+}

@@ -1,0 +1,243 @@
+//! `node.toml`: every option of `resolvd run`, with defaults.
+//!
+//! Precedence: built-in defaults < the TOML file < `RESOLVD_*` environment
+//! variables < command-line flags (the last two through clap, see
+//! [`crate::cli::RunArgs`]). Unknown keys in the file are errors, so a typo
+//! never silently falls back to a default.
+
+use alloy_primitives::Address;
+use serde::{Deserialize, Serialize};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+/// The whole configuration.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Directory of the RocksDB database and the p2p identity key.
+    pub data_dir: PathBuf,
+    /// `human` or `json` log lines (filter with `RUST_LOG`).
+    pub log_format: LogFormat,
+    /// Chain access.
+    pub chain: ChainConfig,
+    /// The resolver's BLS key.
+    pub keys: KeysConfig,
+    /// libp2p.
+    pub p2p: P2pSection,
+    /// HTTP API.
+    pub api: ApiConfig,
+    /// Dispute pipeline.
+    pub pipeline: PipelineConfig,
+    /// Fault injection for tests and the chaos suite. Never set these in production.
+    pub fault: FaultConfig,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./resolvd-data"),
+            log_format: LogFormat::Human,
+            chain: ChainConfig::default(),
+            keys: KeysConfig::default(),
+            p2p: P2pSection::default(),
+            api: ApiConfig::default(),
+            pipeline: PipelineConfig::default(),
+            fault: FaultConfig::default(),
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Chain access.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChainConfig {
+    /// JSON-RPC endpoint (HTTP).
+    pub rpc_url: String,
+    /// The escrow contract (the registry is read from it).
+    pub escrow: Address,
+    /// Blocks an event must be buried under before the node acts on it.
+    pub confirmations: u64,
+    /// How often the head is polled, in milliseconds.
+    pub poll_interval_ms: u64,
+    /// First block to scan when the database has no cursor yet.
+    pub start_block: u64,
+    /// Most blocks per `eth_getLogs` request.
+    pub max_log_range: u64,
+    /// Encrypted JSON keystore (Web3 Secret Storage) of the account that sends
+    /// `resolve` and `slashEquivocation`; without one the node only signs and gossips.
+    pub account_keystore: Option<PathBuf>,
+    /// File holding that keystore's password.
+    pub account_password_file: Option<PathBuf>,
+}
+
+impl Default for ChainConfig {
+    fn default() -> Self {
+        Self {
+            rpc_url: "http://127.0.0.1:8545".into(),
+            escrow: Address::ZERO,
+            confirmations: 2,
+            poll_interval_ms: 1_000,
+            start_block: 0,
+            max_log_range: 2_000,
+            account_keystore: None,
+            account_password_file: None,
+        }
+    }
+}
+
+/// The resolver's BLS key.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct KeysConfig {
+    /// EIP-2335 keystore of the BLS key (`resolvd keys new`). Without it the
+    /// node observes, aggregates, submits and slashes, but never signs.
+    pub bls_keystore: Option<PathBuf>,
+    /// File holding its password (else `RESOLVD_KEYSTORE_PASSWORD`).
+    pub password_file: Option<PathBuf>,
+}
+
+/// libp2p.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct P2pSection {
+    /// Listen multiaddr.
+    pub listen: String,
+    /// Peers dialled at start (multiaddrs, `/p2p/<id>` optional).
+    pub bootstrap: Vec<String>,
+    /// gossipsub heartbeat in milliseconds.
+    pub heartbeat_ms: u64,
+    /// gossipsub mesh degree.
+    pub mesh: usize,
+}
+
+impl Default for P2pSection {
+    fn default() -> Self {
+        Self {
+            listen: "/ip4/0.0.0.0/tcp/9400".into(),
+            bootstrap: Vec::new(),
+            heartbeat_ms: 700,
+            mesh: 6,
+        }
+    }
+}
+
+/// HTTP API.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiConfig {
+    /// Listen address of `/health`, `/status`, `/disputes`, `/content`, `/metrics`.
+    pub listen: SocketAddr,
+    /// Largest `PUT /content` body in bytes.
+    pub max_content_len: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9500".parse().expect("valid address"),
+            max_content_len: resolvd_proto::codec::MAX_DOCUMENT_LEN,
+        }
+    }
+}
+
+/// Dispute pipeline.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// Concurrent replays (blocking worker threads).
+    pub replay_workers: usize,
+    /// Delay before retrying an operational error (missing content, RPC), in ms.
+    pub retry_ms: u64,
+    /// Submitter slot length: the k-th submitter in a deal's order waits k slots, in ms.
+    pub submit_slot_ms: u64,
+    /// Partials buffered for epochs whose committee is not loaded yet.
+    pub max_buffered_partials: usize,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            replay_workers: 2,
+            retry_ms: 2_000,
+            submit_slot_ms: 4_000,
+            max_buffered_partials: 4_096,
+        }
+    }
+}
+
+/// Fault injection (tests, chaos suite).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct FaultConfig {
+    /// Abort the process right after the first signature is persisted and
+    /// before it is gossiped (crash-safety test).
+    pub crash_after_persist: bool,
+    /// Byzantine behaviour: `equivocate` also signs the opposite outcome,
+    /// bypassing slashing protection, and gossips both.
+    pub byzantine: Option<Byzantine>,
+}
+
+/// A byzantine behaviour.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Byzantine {
+    /// Sign both outcomes for every dispute.
+    Equivocate,
+}
+
+impl NodeConfig {
+    /// Parses TOML text.
+    pub fn from_toml(text: &str) -> eyre::Result<Self> {
+        Ok(toml::from_str(text)?)
+    }
+
+    /// Reads a TOML file.
+    pub fn load(path: &std::path::Path) -> eyre::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| eyre::eyre!("cannot read config {}: {e}", path.display()))?;
+        Self::from_toml(&text).map_err(|e| eyre::eyre!("config {}: {e}", path.display()))
+    }
+
+    /// Checks values that parse but cannot work.
+    pub fn validate(&self) -> eyre::Result<()> {
+        eyre::ensure!(self.chain.escrow != Address::ZERO, "chain.escrow is not set");
+        eyre::ensure!(self.chain.max_log_range > 0, "chain.max_log_range must be > 0");
+        eyre::ensure!(self.pipeline.replay_workers > 0, "pipeline.replay_workers must be > 0");
+        eyre::ensure!(
+            self.chain.account_keystore.is_some() == self.chain.account_password_file.is_some(),
+            "chain.account_keystore and chain.account_password_file go together"
+        );
+        Ok(())
+    }
+
+    /// `chain.poll_interval_ms` as a duration.
+    pub fn poll_interval(&self) -> Duration {
+        Duration::from_millis(self.chain.poll_interval_ms.max(50))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_roundtrip_and_unknown_keys_fail() {
+        let text = toml::to_string(&NodeConfig::default()).unwrap();
+        assert_eq!(NodeConfig::from_toml(&text).unwrap(), NodeConfig::default());
+        assert_eq!(NodeConfig::from_toml("").unwrap(), NodeConfig::default());
+        let err = NodeConfig::from_toml("[chain]\nconfirmation = 3\n").unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+        let partial = NodeConfig::from_toml("[chain]\nconfirmations = 5\n").unwrap();
+        assert_eq!(partial.chain.confirmations, 5);
+        assert_eq!(partial.chain.poll_interval_ms, 1_000);
+    }
+}

@@ -1,0 +1,239 @@
+//! ABI of the on-chain contracts the node talks to (a subset of
+//! `contracts/src`: the events it watches and the calls it makes), and the
+//! conversions between the protocol types and their ABI forms.
+
+#![allow(missing_docs)]
+
+use alloy_primitives::{Bytes, U256};
+use resolvd_consensus::Attestation;
+use resolvd_proto::{ReexecVerdict, VerdictCommitment as Commitment};
+
+alloy_sol_types::sol! {
+    #[derive(Debug, PartialEq, Eq)]
+    struct VerdictCommitment {
+        bytes32 dealId;
+        bytes32 specHash;
+        bytes32 deliveryHash;
+        bytes32 prestateAnchorHash;
+        bytes32 prestateRoot;
+        bytes32 backendId;
+        bytes32 backendVersionHash;
+        uint8 outcome;
+        bytes32 resultHash;
+        bytes32 traceHash;
+    }
+
+    #[derive(Debug)]
+    struct Terms {
+        address seller;
+        address token;
+        uint256 amount;
+        bytes32 specHash;
+        bytes32 prestateAnchorHash;
+        bytes32 prestateRoot;
+        bytes32 backendId;
+        bytes32 backendVersionHash;
+        uint256 sellerBond;
+        uint64 deliverWindow;
+        uint64 challengeWindow;
+        uint64 resolveWindow;
+        bytes32 salt;
+    }
+
+    #[derive(Debug)]
+    struct Deal {
+        address buyer;
+        uint8 state;
+        uint8 settlement;
+        uint64 epoch;
+        address seller;
+        uint64 fundedAt;
+        address token;
+        uint64 deliveredAt;
+        uint64 deliverDeadline;
+        uint64 challengeDeadline;
+        uint64 challengedAt;
+        uint64 resolveDeadline;
+        uint64 challengeWindow;
+        uint64 resolveWindow;
+        uint64 settledAt;
+        uint128 amount;
+        uint128 sellerBond;
+        bytes32 verdictFieldsHash;
+        bytes32 specHash;
+        bytes32 prestateAnchorHash;
+        bytes32 prestateRoot;
+        bytes32 backendId;
+        bytes32 backendVersionHash;
+        bytes32 deliveryHash;
+    }
+
+    #[derive(Debug)]
+    struct Evidence {
+        VerdictCommitment commitment;
+        uint256 epoch;
+        uint256[] signers;
+        bytes signature;
+    }
+
+    #[derive(Debug)]
+    struct Resolver {
+        address operator;
+        uint64 exitRequestedAt;
+        bool slashed;
+        bool withdrawn;
+        uint128 bond;
+    }
+
+    #[derive(Debug)]
+    struct Membership {
+        uint128 stake;
+        uint64 joinedEpoch;
+        uint64 leftEpoch;
+    }
+
+    /// The escrow (contracts/src/Escrow.sol).
+    #[derive(Debug)]
+    interface IEscrow {
+        event SpecPublished(bytes32 indexed dealId, bytes spec, bytes prestateAnchor);
+        event DeliveryPublished(bytes32 indexed dealId, bytes delivery);
+        event Disputed(
+            bytes32 indexed dealId,
+            bytes32 specHash,
+            bytes32 deliveryHash,
+            bytes32 prestateAnchorHash,
+            bytes32 prestateRoot,
+            bytes32 backendId,
+            bytes32 backendVersionHash,
+            uint256 epoch,
+            uint256 challengedAt,
+            uint256 resolveDeadline
+        );
+        event VerdictCommitted(
+            bytes32 indexed dealId,
+            VerdictCommitment commitment,
+            uint256 signedStake,
+            uint256 totalStake
+        );
+        event Settled(
+            bytes32 indexed dealId,
+            uint8 settlement,
+            address indexed paidTo,
+            uint256 amount,
+            address bondPaidTo,
+            uint256 bond,
+            uint256 settledAt
+        );
+
+        error WrongState(bytes32 dealId, uint8 expected, uint8 actual);
+        error TooLate(bytes32 dealId, uint256 deadline);
+        error TooEarly(bytes32 dealId, uint256 notBefore);
+
+        function registry() external view returns (address);
+        function domainSeparator() external view returns (bytes32);
+        function deal(bytes32 dealId) external view returns (Deal memory);
+        function dealIdOf(address buyer, Terms calldata terms) external view returns (bytes32);
+        function fund(Terms calldata terms, bytes calldata spec, bytes calldata prestateAnchor) external returns (bytes32 dealId);
+        function deliver(bytes32 dealId, bytes32 deliveryHash, bytes calldata delivery) external;
+        function challenge(bytes32 dealId) external;
+        function resolve(VerdictCommitment calldata commitment, uint256[] calldata nonSigners, bytes calldata aggregateSignature) external;
+        function setBackend(bytes32 backendId, bytes32 versionHash, bool allowed) external;
+    }
+
+    /// The resolver registry (contracts/src/ResolverRegistry.sol).
+    #[derive(Debug)]
+    interface IRegistry {
+        event ResolverRegistered(uint256 indexed resolver, address indexed operator, bytes32 indexed keyHash, uint256 bond);
+        event EpochStarted(uint256 indexed epoch, uint256 totalStake, uint256 members);
+        event Slashed(uint256 indexed resolver, bytes32 indexed dealId, address indexed whistleblower, uint256 reward, uint256 toSink);
+
+        error NoEquivocator();
+        error KeyAlreadyRegistered(bytes32 keyHash);
+        error OperatorAlreadyRegistered(address operator);
+
+        function bondToken() external view returns (address);
+        function minimumBond() external view returns (uint256);
+        function thresholdBps() external view returns (uint256);
+        function resolverCount() external view returns (uint256);
+        function currentEpoch() external view returns (uint256);
+        function epochInfo(uint256 epoch) external view returns (bytes memory aggregateKey, uint256 totalStake, uint256 members, uint256 startedAt);
+        function resolverInfo(uint256 index) external view returns (Resolver memory entry, Membership memory membership, bytes memory publicKey);
+        function isMember(uint256 index, uint256 epoch) external view returns (bool);
+        function register(bytes calldata publicKey, bytes calldata proofOfPossession, uint256 bond) external returns (uint256 index);
+        function slashEquivocation(bytes32 domainSeparator, Evidence calldata a, Evidence calldata b) external;
+    }
+
+    /// ERC-20 (bond and deal token).
+    #[derive(Debug)]
+    interface IERC20 {
+        function approve(address spender, uint256 amount) external returns (bool);
+        function transfer(address to, uint256 amount) external returns (bool);
+        function balanceOf(address who) external view returns (uint256);
+        function mint(address to, uint256 amount) external;
+    }
+}
+
+/// `DealState` of the escrow.
+pub mod deal_state {
+    /// Funded, not delivered.
+    pub const HELD: u8 = 1;
+    /// Delivered, challengeable.
+    pub const DELIVERED: u8 = 2;
+    /// Challenged: waiting for a certificate.
+    pub const DISPUTED: u8 = 3;
+    /// Settled.
+    pub const RESOLVED: u8 = 4;
+}
+
+impl From<&Commitment> for VerdictCommitment {
+    fn from(c: &Commitment) -> Self {
+        Self {
+            dealId: c.deal_id,
+            specHash: c.spec_hash,
+            deliveryHash: c.delivery_hash,
+            prestateAnchorHash: c.prestate_anchor_hash,
+            prestateRoot: c.prestate_root,
+            backendId: c.backend_id,
+            backendVersionHash: c.backend_version_hash,
+            outcome: match c.outcome {
+                ReexecVerdict::Reproduced => 0,
+                ReexecVerdict::Failed => 1,
+            },
+            resultHash: c.result_hash,
+            traceHash: c.trace_hash,
+        }
+    }
+}
+
+impl VerdictCommitment {
+    /// The protocol commitment, if the outcome code is known.
+    pub fn to_commitment(&self) -> Option<Commitment> {
+        Some(Commitment {
+            deal_id: self.dealId,
+            spec_hash: self.specHash,
+            delivery_hash: self.deliveryHash,
+            prestate_anchor_hash: self.prestateAnchorHash,
+            prestate_root: self.prestateRoot,
+            backend_id: self.backendId,
+            backend_version_hash: self.backendVersionHash,
+            outcome: match self.outcome {
+                0 => ReexecVerdict::Reproduced,
+                1 => ReexecVerdict::Failed,
+                _ => return None,
+            },
+            result_hash: self.resultHash,
+            trace_hash: self.traceHash,
+        })
+    }
+}
+
+impl From<&Attestation> for Evidence {
+    fn from(a: &Attestation) -> Self {
+        Self {
+            commitment: (&a.commitment).into(),
+            epoch: U256::from(a.epoch),
+            signers: a.signers.iter().map(|&i| U256::from(i)).collect(),
+            signature: Bytes::copy_from_slice(&a.signature.to_eip2537()),
+        }
+    }
+}

@@ -1,0 +1,839 @@
+//! A local resolvd network on one machine: anvil (Prague), the contracts
+//! (compiled by the pinned solc into `contracts/out`), N registered
+//! resolvers running as `resolvd run` child processes, and a buyer and a
+//! seller who open real deals against a real prestate of the same chain.
+//!
+//! Used by the integration tests and by `resolvd devnet`. Everything listens
+//! on 127.0.0.1; every run gets its own directory and free ports.
+
+use crate::{
+    chain::Chain,
+    config::{FaultConfig, NodeConfig},
+    contracts::{deal_state, Deal, IEscrow, Terms, IERC20},
+    keys,
+    keystore::Kdf,
+};
+use alloy_network::TransactionBuilder;
+use alloy_primitives::{address, keccak256, Address, Bytes, TxKind, B256, U256};
+use alloy_provider::{DynProvider, Provider, ProviderBuilder};
+use alloy_rpc_types_eth::{TransactionReceipt, TransactionRequest};
+use alloy_signer_local::PrivateKeySigner;
+use alloy_sol_types::SolCall;
+use eyre::{bail, ensure, eyre, WrapErr};
+use resolvd_consensus::SecretKey;
+use resolvd_proto::{
+    AttachmentKind, AttachmentV1, BackendVersionPolicy, Canonical, ContentType, DeliveryV1,
+    EvmAnchorV1, EvmCallPlanV1, EvmSpecId, EvmWitnessV1, NoncePolicy, PredicateCommitmentV1,
+    PrestateAnchorV1, SpecV1,
+};
+use resolvd_replay::{rpc, BACKEND_ID, BACKEND_VERSION_HASH};
+use std::{
+    net::{SocketAddr, TcpListener},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+/// Password of every devnet keystore (a throwaway network).
+pub const PASSWORD: &str = "resolvd-devnet";
+/// Bond per resolver, in bond-token units (18 decimals).
+pub const BOND: u128 = 1_000 * 10u128.pow(18);
+/// Deal amount.
+pub const AMOUNT: u128 = 100 * 10u128.pow(18);
+/// Seller data-availability bond per deal.
+pub const SELLER_BOND: u128 = 10 * 10u128.pow(18);
+/// Where transfers in the demo plans go.
+pub const RECIPIENT: Address = address!("0x0000000000000000000000000000000000000bee");
+/// The amount the buyer's predicate requires to arrive at [`RECIPIENT`].
+pub const REQUIRED: u64 = 250;
+/// Where slashed bonds go (the registry's sink).
+pub const SLASH_SINK: Address = address!("0x000000000000000000000000000000000000dEaD");
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> eyre::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// An anvil child process; killed on drop.
+#[derive(Debug)]
+pub struct Anvil {
+    child: Child,
+    /// JSON-RPC URL.
+    pub url: String,
+}
+
+impl Anvil {
+    /// Starts anvil on `port` with `block_time` seconds per block, logging to `log`.
+    pub fn start(bin: &Path, port: u16, block_time: u64, log: &Path) -> eyre::Result<Self> {
+        let out = std::fs::File::create(log)?;
+        let child = Command::new(bin)
+            .args(["--hardfork", "prague", "--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--block-time", &block_time.to_string(), "--accounts", "10"])
+            .stdout(Stdio::from(out.try_clone()?))
+            .stderr(Stdio::from(out))
+            .spawn()
+            .wrap_err_with(|| {
+                format!("starting {} (run deploy/toolchain/bootstrap.sh)", bin.display())
+            })?;
+        Ok(Self { child, url: format!("http://127.0.0.1:{port}") })
+    }
+}
+
+impl Drop for Anvil {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Creation bytecode of the contracts, from forge's artifacts.
+#[derive(Clone, Debug)]
+pub struct Artifacts {
+    /// `TestToken` (open mint; bond and deal token of the devnet).
+    pub token: Bytes,
+    /// `ResolverRegistry`.
+    pub registry: Bytes,
+    /// `Escrow`.
+    pub escrow: Bytes,
+}
+
+impl Artifacts {
+    /// Reads `out/<Name>.sol/<Name>.json` under `contracts_dir` (run `forge build` first).
+    pub fn load(contracts_dir: &Path) -> eyre::Result<Self> {
+        let read = |name: &str| -> eyre::Result<Bytes> {
+            let path = contracts_dir.join(format!("out/{name}.sol/{name}.json"));
+            let text = std::fs::read_to_string(&path).wrap_err_with(|| {
+                format!("reading {} (run `forge build` in contracts/)", path.display())
+            })?;
+            let json: serde_json::Value = serde_json::from_str(&text)?;
+            let hex = json["bytecode"]["object"]
+                .as_str()
+                .ok_or_else(|| eyre!("{}: no bytecode.object", path.display()))?;
+            Ok(alloy_primitives::hex::decode(hex)?.into())
+        };
+        Ok(Self {
+            token: read("TestToken")?,
+            registry: read("ResolverRegistry")?,
+            escrow: read("Escrow")?,
+        })
+    }
+}
+
+/// Addresses of a deployment.
+#[derive(Clone, Copy, Debug)]
+pub struct Deployment {
+    /// Bond and deal token.
+    pub token: Address,
+    /// Registry.
+    pub registry: Address,
+    /// Escrow.
+    pub escrow: Address,
+    /// Block of the escrow deployment (nodes scan from here).
+    pub block: u64,
+}
+
+/// Sends a transaction from an anvil-unlocked account and waits for success.
+pub async fn send_from(
+    provider: &DynProvider,
+    from: Address,
+    to: TxKind,
+    input: Bytes,
+) -> eyre::Result<TransactionReceipt> {
+    let mut tx = TransactionRequest::default().with_from(from).with_input(input);
+    tx.to = Some(to);
+    let receipt = provider
+        .send_transaction(tx)
+        .await
+        .map_err(|e| eyre!("sending from {from}: {e}"))?
+        .get_receipt()
+        .await?;
+    ensure!(receipt.status(), "transaction {} reverted", receipt.transaction_hash);
+    Ok(receipt)
+}
+
+async fn call_from<C: SolCall>(
+    provider: &DynProvider,
+    from: Address,
+    to: Address,
+    call: C,
+) -> eyre::Result<TransactionReceipt> {
+    send_from(provider, from, TxKind::Call(to), call.abi_encode().into()).await
+}
+
+async fn create(
+    provider: &DynProvider,
+    from: Address,
+    init: Bytes,
+) -> eyre::Result<(Address, u64)> {
+    let receipt = send_from(provider, from, TxKind::Create, init).await?;
+    let address = receipt.contract_address.ok_or_else(|| eyre!("no contract address"))?;
+    Ok((address, receipt.block_number.unwrap_or_default()))
+}
+
+/// Deploys token, registry and escrow from `deployer` and allows the replay backend.
+pub async fn deploy(
+    provider: &DynProvider,
+    artifacts: &Artifacts,
+    deployer: Address,
+) -> eyre::Result<Deployment> {
+    use alloy_sol_types::SolValue;
+    let (token, _) = create(provider, deployer, artifacts.token.clone()).await?;
+    // bondToken, minimumBond, thresholdBps, maxResolveWindow, slashingWindow,
+    // unbondingDelay, whistleblowerBps, slashSink.
+    let args = (
+        token,
+        U256::from(BOND),
+        U256::from(6_667u64),
+        U256::from(3_600u64),
+        U256::from(86_400u64),
+        U256::from(2 * 86_400u64),
+        U256::from(1_000u64),
+        SLASH_SINK,
+    )
+        .abi_encode_params();
+    let mut init = artifacts.registry.to_vec();
+    init.extend_from_slice(&args);
+    let (registry, _) = create(provider, deployer, init.into()).await?;
+    let mut init = artifacts.escrow.to_vec();
+    init.extend_from_slice(&(registry, deployer).abi_encode_params());
+    let (escrow, block) = create(provider, deployer, init.into()).await?;
+    let allow = IEscrow::setBackendCall {
+        backendId: *BACKEND_ID,
+        versionHash: *BACKEND_VERSION_HASH,
+        allowed: true,
+    };
+    call_from(provider, deployer, escrow, allow).await?;
+    Ok(Deployment { token, registry, escrow, block })
+}
+
+/// One resolver of the devnet.
+#[derive(Debug)]
+pub struct DevNode {
+    /// Position in the devnet (also its registry index).
+    pub index: usize,
+    /// Its directory (config, keystores, data, log).
+    pub dir: PathBuf,
+    /// Its configuration (written to `dir/node.toml` on start).
+    pub config: NodeConfig,
+    /// HTTP API address.
+    pub api: SocketAddr,
+    /// p2p multiaddr.
+    pub p2p: String,
+    /// Operator (transaction) account.
+    pub operator: Address,
+    child: Option<Child>,
+}
+
+impl DevNode {
+    /// `dir/node.toml`.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join("node.toml")
+    }
+
+    /// `dir/node.log` (stdout and stderr, appended across restarts).
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("node.log")
+    }
+
+    /// Writes the config and starts `resolvd run`.
+    pub fn start(&mut self, bin: &Path) -> eyre::Result<()> {
+        ensure!(self.child.is_none(), "node {} already running", self.index);
+        std::fs::write(self.config_path(), toml::to_string(&self.config)?)?;
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path())?;
+        let child = Command::new(bin)
+            .args(["run", "--config"])
+            .arg(self.config_path())
+            .env("RUST_LOG", std::env::var("RESOLVD_DEVNET_LOG").unwrap_or_else(|_| "info".into()))
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .wrap_err_with(|| format!("starting {}", bin.display()))?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// `kill -9`.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, then wait (SIGKILL after 10 s).
+    pub fn stop(&mut self) {
+        let Some(mut c) = self.child.take() else { return };
+        let _ = Command::new("kill").args(["-TERM", &c.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = c.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+
+    /// Whether the process is running (reaps it if it exited).
+    pub fn running(&mut self) -> bool {
+        match &mut self.child {
+            Some(c) => match c.try_wait() {
+                Ok(None) => true,
+                _ => {
+                    self.child = None;
+                    false
+                }
+            },
+            None => false,
+        }
+    }
+
+    /// Exit status if the process has exited (reaped once).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        self.child = None;
+        Some(status)
+    }
+
+    /// `GET` a JSON API path.
+    pub async fn get(&self, path: &str) -> eyre::Result<serde_json::Value> {
+        let url = format!("http://{}{path}", self.api);
+        let res = reqwest::get(&url).await.wrap_err_with(|| format!("GET {url}"))?;
+        ensure!(res.status().is_success(), "GET {url}: {}", res.status());
+        Ok(res.json().await?)
+    }
+
+    /// `GET /metrics` text.
+    pub async fn metrics(&self) -> eyre::Result<String> {
+        Ok(reqwest::get(format!("http://{}/metrics", self.api)).await?.text().await?)
+    }
+
+    /// `PUT /content/{hash}?type=tag`; returns the HTTP status.
+    pub async fn put_content(&self, tag: &str, hash: B256, bytes: Vec<u8>) -> eyre::Result<u16> {
+        let url = format!("http://{}/content/{hash}?type={tag}", self.api);
+        let res = reqwest::Client::new().put(&url).body(bytes).send().await?;
+        Ok(res.status().as_u16())
+    }
+
+    /// Waits until `/health` answers.
+    pub async fn wait_healthy(&self, timeout: Duration) -> eyre::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(r) = reqwest::get(format!("http://{}/health", self.api)).await {
+                if r.status().is_success() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "node {} not healthy after {timeout:?}; see {}",
+                    self.index,
+                    self.log_path().display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for DevNode {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Options of [`Devnet::launch`].
+#[derive(Clone, Debug)]
+pub struct DevnetOptions {
+    /// Resolvers.
+    pub nodes: usize,
+    /// Parent directory; the run gets a fresh subdirectory.
+    pub base_dir: PathBuf,
+    /// The `resolvd` binary.
+    pub bin: PathBuf,
+    /// anvil binary.
+    pub anvil: PathBuf,
+    /// The `contracts/` directory (with `out/`).
+    pub contracts: PathBuf,
+    /// Seconds per block.
+    pub block_time: u64,
+    /// Node confirmations.
+    pub confirmations: u64,
+    /// Submitter slot.
+    pub submit_slot_ms: u64,
+    /// Per-node fault injection (index, faults).
+    pub faults: Vec<(usize, FaultConfig)>,
+    /// Nodes that get a transaction account (all if `None`).
+    pub with_accounts: Option<Vec<usize>>,
+}
+
+impl DevnetOptions {
+    /// Defaults for a checkout: `.tools/bin/anvil`, `contracts/`, 4 nodes.
+    pub fn for_workspace(workspace: &Path, bin: PathBuf, base_dir: PathBuf) -> Self {
+        let local = workspace.join(".tools/bin/anvil");
+        Self {
+            nodes: 4,
+            base_dir,
+            bin,
+            anvil: std::env::var_os("ANVIL").map(PathBuf::from).unwrap_or(if local.exists() {
+                local
+            } else {
+                "anvil".into()
+            }),
+            contracts: workspace.join("contracts"),
+            block_time: 1,
+            confirmations: 1,
+            submit_slot_ms: 2_000,
+            faults: Vec::new(),
+            with_accounts: None,
+        }
+    }
+}
+
+/// The kind of deal to open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DealKind {
+    /// The seller's plan moves what the predicate requires: Reproduced.
+    Honest,
+    /// The seller claims success but moves too little: Failed.
+    FalseClaim,
+}
+
+/// The committed documents of a deal.
+#[derive(Clone, Debug)]
+pub struct DealContent {
+    /// Spec.
+    pub spec: SpecV1,
+    /// Anchor document.
+    pub anchor: PrestateAnchorV1,
+    /// Anchor body.
+    pub evm_anchor: EvmAnchorV1,
+    /// Delivery.
+    pub delivery: DeliveryV1,
+    /// Witness.
+    pub witness: EvmWitnessV1,
+}
+
+/// A challenged deal.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenDeal {
+    /// Deal id.
+    pub deal_id: B256,
+    /// When the challenge transaction was confirmed.
+    pub challenged: Instant,
+    /// Block of the challenge.
+    pub block: u64,
+}
+
+/// A running devnet.
+#[derive(Debug)]
+pub struct Devnet {
+    /// The run's directory.
+    pub dir: PathBuf,
+    /// anvil.
+    pub anvil: Anvil,
+    /// Provider (anvil's unlocked accounts send).
+    pub provider: DynProvider,
+    /// anvil's accounts: 0 deployer, 1 buyer, 2 seller, 3 payer (of the plans).
+    pub accounts: Vec<Address>,
+    /// Contracts.
+    pub deployment: Deployment,
+    /// Resolvers.
+    pub nodes: Vec<DevNode>,
+    /// Options.
+    pub options: DevnetOptions,
+    salt: u64,
+}
+
+/// `_balances[holder]` of an OpenZeppelin ERC-20: `keccak256(abi.encode(holder, 0))`.
+pub fn balance_slot(holder: Address) -> B256 {
+    use alloy_sol_types::SolValue;
+    keccak256((holder, U256::ZERO).abi_encode_params())
+}
+
+impl Devnet {
+    /// Starts anvil, deploys, registers `nodes` resolvers and starts them.
+    pub async fn launch(options: DevnetOptions) -> eyre::Result<Self> {
+        let started = Instant::now();
+        std::fs::create_dir_all(&options.base_dir)?;
+        let dir = tempfile::Builder::new().prefix("devnet-").tempdir_in(&options.base_dir)?.keep();
+        let artifacts = Artifacts::load(&options.contracts)?;
+        let anvil =
+            Anvil::start(&options.anvil, free_port()?, options.block_time, &dir.join("anvil.log"))?;
+        let provider = ProviderBuilder::new().connect_http(anvil.url.parse()?).erased();
+        let mut ready = false;
+        for _ in 0..100 {
+            if provider.get_chain_id().await.is_ok() {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        ensure!(ready, "anvil did not answer on {}", anvil.url);
+        let accounts = provider.get_accounts().await?;
+        ensure!(accounts.len() >= 4, "anvil has too few accounts");
+        let deployment = deploy(&provider, &artifacts, accounts[0]).await?;
+        tracing::info!(target: "devnet", ?deployment, elapsed = ?started.elapsed(), "contracts deployed");
+
+        // Buyer, seller and payer hold tokens and have approved the escrow once.
+        let big = U256::from(10u64).pow(U256::from(30u64));
+        for who in &accounts[1..3] {
+            call_from(
+                &provider,
+                accounts[0],
+                deployment.token,
+                IERC20::mintCall { to: *who, amount: big },
+            )
+            .await?;
+            call_from(
+                &provider,
+                *who,
+                deployment.token,
+                IERC20::approveCall { spender: deployment.escrow, amount: big },
+            )
+            .await?;
+        }
+        call_from(
+            &provider,
+            accounts[0],
+            deployment.token,
+            IERC20::mintCall { to: accounts[3], amount: U256::from(1_000u64) },
+        )
+        .await?;
+
+        let ports: Vec<(u16, u16)> = (0..options.nodes)
+            .map(|_| Ok((free_port()?, free_port()?)))
+            .collect::<eyre::Result<_>>()?;
+        let addrs: Vec<String> =
+            ports.iter().map(|(p2p, _)| format!("/ip4/127.0.0.1/tcp/{p2p}")).collect();
+        let mut nodes = Vec::with_capacity(options.nodes);
+        for (i, &(_, api_port)) in ports.iter().enumerate() {
+            let node_dir = dir.join(format!("node{i}"));
+            std::fs::create_dir_all(&node_dir)?;
+            let password_file = node_dir.join("password");
+            std::fs::write(&password_file, PASSWORD)?;
+            let secret = keys::generate()?;
+            let bls_keystore = node_dir.join("bls-keystore.json");
+            keys::save(
+                &secret,
+                &bls_keystore,
+                &keys::PasswordArgs { password_file: Some(password_file.clone()) },
+                Kdf::Pbkdf2,
+            )?;
+            let mut rng = rand::rngs::OsRng;
+            let account = PrivateKeySigner::random_with(&mut rng);
+            PrivateKeySigner::encrypt_keystore(
+                &node_dir,
+                &mut rng,
+                account.to_bytes(),
+                PASSWORD,
+                Some("account.json"),
+            )
+            .map_err(|e| eyre!("account keystore: {e}"))?;
+            let operator = account.address();
+            let _: () = provider
+                .raw_request(
+                    "anvil_setBalance".into(),
+                    (operator, U256::from(10u64).pow(U256::from(20u64))),
+                )
+                .await?;
+            call_from(
+                &provider,
+                accounts[0],
+                deployment.token,
+                IERC20::mintCall { to: operator, amount: U256::from(BOND) },
+            )
+            .await?;
+            let chain = Chain::connect(&anvil.url, deployment.escrow, Some(account)).await?;
+            let (_, index) = chain.register(&secret, U256::from(BOND)).await?;
+            ensure!(index == i as u64, "resolver {i} got registry index {index}");
+
+            let mut config = NodeConfig::default();
+            config.data_dir = node_dir.join("data");
+            config.chain.rpc_url = anvil.url.clone();
+            config.chain.escrow = deployment.escrow;
+            config.chain.confirmations = options.confirmations;
+            config.chain.poll_interval_ms = 200;
+            config.chain.start_block = deployment.block;
+            let with_account = options.with_accounts.as_ref().is_none_or(|list| list.contains(&i));
+            if with_account {
+                config.chain.account_keystore = Some(node_dir.join("account.json"));
+                config.chain.account_password_file = Some(password_file.clone());
+            }
+            config.keys.bls_keystore = Some(bls_keystore);
+            config.keys.password_file = Some(password_file);
+            config.p2p.listen = addrs[i].clone();
+            config.p2p.bootstrap =
+                addrs.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, a)| a.clone()).collect();
+            config.p2p.heartbeat_ms = 200;
+            config.api.listen = SocketAddr::from(([127, 0, 0, 1], api_port));
+            config.pipeline.retry_ms = 500;
+            config.pipeline.submit_slot_ms = options.submit_slot_ms;
+            if let Some((_, f)) = options.faults.iter().find(|(j, _)| *j == i) {
+                config.fault = f.clone();
+            }
+            nodes.push(DevNode {
+                index: i,
+                dir: node_dir,
+                api: config.api.listen,
+                p2p: addrs[i].clone(),
+                config,
+                operator,
+                child: None,
+            });
+        }
+        tracing::info!(target: "devnet", nodes = nodes.len(), elapsed = ?started.elapsed(), "resolvers registered");
+        let mut net = Self { dir, anvil, provider, accounts, deployment, nodes, options, salt: 0 };
+        for i in 0..net.nodes.len() {
+            net.start_node(i)?;
+        }
+        for node in &net.nodes {
+            node.wait_healthy(Duration::from_secs(60)).await?;
+        }
+        net.wait_mesh(Duration::from_secs(30)).await?;
+        tracing::info!(target: "devnet", elapsed = ?started.elapsed(), dir = %net.dir.display(), "devnet up");
+        Ok(net)
+    }
+
+    /// Starts node `i` (after a kill or stop).
+    pub fn start_node(&mut self, i: usize) -> eyre::Result<()> {
+        let bin = self.options.bin.clone();
+        self.nodes[i].start(&bin)
+    }
+
+    /// Waits until every running node sees every other running node.
+    pub async fn wait_mesh(&mut self, timeout: Duration) -> eyre::Result<()> {
+        let deadline = Instant::now() + timeout;
+        let running: Vec<usize> =
+            (0..self.nodes.len()).filter(|&i| self.nodes[i].running()).collect();
+        'outer: loop {
+            ensure!(Instant::now() < deadline, "p2p mesh not formed within {timeout:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            for &i in &running {
+                let Ok(status) = self.nodes[i].get("/status").await else { continue 'outer };
+                let peers = status["peers"].as_array().map_or(0, Vec::len);
+                if peers + 1 < running.len() {
+                    continue 'outer;
+                }
+            }
+            return Ok(());
+        }
+    }
+
+    /// Builds the documents of a deal of `kind` against the chain's latest block.
+    pub async fn deal_content(&self, kind: DealKind) -> eyre::Result<DealContent> {
+        let payer = self.accounts[3];
+        let token = self.deployment.token;
+        let head = self.provider.get_block_number().await?;
+        let evm_anchor = rpc::freeze_anchor(&self.provider, head, EvmSpecId::Prague).await?;
+        let amount = match kind {
+            DealKind::Honest => REQUIRED,
+            DealKind::FalseClaim => REQUIRED - 150,
+        };
+        let calldata =
+            crate::contracts::IERC20::transferCall { to: RECIPIENT, amount: U256::from(amount) }
+                .abi_encode();
+        let plan = EvmCallPlanV1 {
+            chain_id: evm_anchor.chain_id,
+            caller: payer,
+            target: token,
+            calldata: calldata.into(),
+            value: U256::ZERO,
+            gas_limit: 200_000,
+            nonce_policy: NoncePolicy::Prestate,
+        };
+        let slots = [(token, balance_slot(payer)), (token, balance_slot(RECIPIENT))];
+        let witness = rpc::build_witness(&self.provider, &evm_anchor, &plan, &slots, 0).await?;
+        let anchor = PrestateAnchorV1 {
+            backend_id: *BACKEND_ID,
+            body: evm_anchor.to_canonical_bytes().into(),
+        };
+        let predicate = PredicateCommitmentV1::PoststateDelta(resolvd_proto::Checks {
+            checks: vec![resolvd_proto::SlotBounds {
+                address: token,
+                slot: balance_slot(RECIPIENT),
+                min: U256::from(REQUIRED),
+                max: U256::from(REQUIRED),
+            }],
+        });
+        let spec = SpecV1 {
+            backend_id: *BACKEND_ID,
+            backend_version_policy: BackendVersionPolicy::Exact,
+            accepted_backend_version_hash: *BACKEND_VERSION_HASH,
+            prestate_anchor: anchor.clone(),
+            execution_schema_hash: EvmCallPlanV1::schema_hash(),
+            predicate,
+            expiry: u64::MAX / 2,
+        };
+        let delivery = DeliveryV1 {
+            execution_schema_hash: EvmCallPlanV1::schema_hash(),
+            execution_plan: plan.to_canonical_bytes().into(),
+            // ERC-20 transfer returns true.
+            claimed_result: B256::with_last_byte(1).to_vec().into(),
+            attachments: vec![AttachmentV1 {
+                kind: AttachmentKind::ReplayWitness,
+                hash: witness.content_hash(),
+                retrieval_hint: None,
+            }],
+        };
+        Ok(DealContent { spec, anchor, evm_anchor, delivery, witness })
+    }
+
+    /// Funds, delivers and challenges a deal with `content`; the witness is
+    /// uploaded to the nodes in `witness_to` only (the others fetch it from peers).
+    pub async fn open_dispute(
+        &mut self,
+        content: &DealContent,
+        witness_to: &[usize],
+    ) -> eyre::Result<OpenDeal> {
+        let (buyer, seller) = (self.accounts[1], self.accounts[2]);
+        self.salt += 1;
+        let terms = Terms {
+            seller,
+            token: self.deployment.token,
+            amount: U256::from(AMOUNT),
+            specHash: content.spec.content_hash(),
+            prestateAnchorHash: content.anchor.content_hash(),
+            prestateRoot: content.evm_anchor.state_root,
+            backendId: *BACKEND_ID,
+            backendVersionHash: *BACKEND_VERSION_HASH,
+            sellerBond: U256::from(SELLER_BOND),
+            deliverWindow: 3_600,
+            challengeWindow: 3_600,
+            resolveWindow: 1_800,
+            salt: B256::from(U256::from(self.salt) | (U256::from(std::process::id()) << 128)),
+        };
+        let escrow = self.deployment.escrow;
+        let deal_id = self
+            .provider
+            .call(
+                TransactionRequest::default()
+                    .with_to(escrow)
+                    .with_input(IEscrow::dealIdOfCall { buyer, terms: terms.clone() }.abi_encode()),
+            )
+            .await?;
+        let deal_id = B256::from_slice(&deal_id[..32]);
+        let fund = IEscrow::fundCall {
+            terms,
+            spec: content.spec.to_canonical_bytes().into(),
+            prestateAnchor: content.anchor.to_canonical_bytes().into(),
+        };
+        let funded = call_from(&self.provider, buyer, escrow, fund).await?;
+        // deliver and challenge need a later block timestamp than the step before.
+        self.wait_past(funded.block_number.unwrap_or_default()).await?;
+        let witness = content.witness.to_canonical_bytes();
+        for &i in witness_to {
+            let status = self.nodes[i]
+                .put_content("evm-witness", content.witness.content_hash(), witness.clone())
+                .await?;
+            ensure!(status == 201, "node {i} refused the witness: HTTP {status}");
+        }
+        let deliver = IEscrow::deliverCall {
+            dealId: deal_id,
+            deliveryHash: content.delivery.content_hash(),
+            delivery: content.delivery.to_canonical_bytes().into(),
+        };
+        let delivered = call_from(&self.provider, seller, escrow, deliver).await?;
+        self.wait_past(delivered.block_number.unwrap_or_default()).await?;
+        let receipt =
+            call_from(&self.provider, buyer, escrow, IEscrow::challengeCall { dealId: deal_id })
+                .await?;
+        Ok(OpenDeal {
+            deal_id,
+            challenged: Instant::now(),
+            block: receipt.block_number.unwrap_or_default(),
+        })
+    }
+
+    /// Waits until the chain is past block `n`.
+    pub async fn wait_past(&self, n: u64) -> eyre::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.provider.get_block_number().await? <= n {
+            ensure!(Instant::now() < deadline, "chain stuck at block {n}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    /// The escrow's record of a deal.
+    pub async fn deal(&self, deal_id: B256) -> eyre::Result<Deal> {
+        let out = self
+            .provider
+            .call(
+                TransactionRequest::default()
+                    .with_to(self.deployment.escrow)
+                    .with_input(IEscrow::dealCall { dealId: deal_id }.abi_encode()),
+            )
+            .await?;
+        Ok(IEscrow::dealCall::abi_decode_returns(&out)?)
+    }
+
+    /// Waits until the deal is resolved in a mined block (anvil answers
+    /// calls from its pending block, so the `Settled` log is what counts).
+    pub async fn wait_settled(&self, deal_id: B256, timeout: Duration) -> eyre::Result<Deal> {
+        use alloy_sol_types::SolEvent;
+        let deadline = Instant::now() + timeout;
+        let settled = alloy_rpc_types_eth::Filter::new()
+            .address(self.deployment.escrow)
+            .event_signature(crate::contracts::IEscrow::Settled::SIGNATURE_HASH)
+            .topic1(deal_id)
+            .from_block(0u64);
+        loop {
+            let deal = self.deal(deal_id).await?;
+            if deal.state == deal_state::RESOLVED
+                && !self.provider.get_logs(&settled).await?.is_empty()
+            {
+                return Ok(deal);
+            }
+            ensure!(Instant::now() < deadline, "deal {deal_id} not settled within {timeout:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Token balance.
+    pub async fn balance(&self, who: Address) -> eyre::Result<U256> {
+        let out = self
+            .provider
+            .call(
+                TransactionRequest::default()
+                    .with_to(self.deployment.token)
+                    .with_input(IERC20::balanceOfCall { who }.abi_encode()),
+            )
+            .await?;
+        Ok(IERC20::balanceOfCall::abi_decode_returns(&out)?)
+    }
+
+    /// Receipts of every `resolve` transaction that succeeded for `deal_id`
+    /// (scans the `VerdictCommitted` logs).
+    pub async fn verdict_logs(&self, deal_id: B256) -> eyre::Result<Vec<alloy_rpc_types_eth::Log>> {
+        use alloy_sol_types::SolEvent;
+        let filter = alloy_rpc_types_eth::Filter::new()
+            .address(self.deployment.escrow)
+            .event_signature(crate::contracts::IEscrow::VerdictCommitted::SIGNATURE_HASH)
+            .topic1(deal_id)
+            .from_block(0u64);
+        Ok(self.provider.get_logs(&filter).await?)
+    }
+
+    /// Reads a node's persisted slashing-protection and partial records
+    /// while it is stopped.
+    pub fn node_store(&self, i: usize) -> eyre::Result<crate::store::Store> {
+        Ok(crate::store::Store::open(&self.nodes[i].config.data_dir.join("db"))?)
+    }
+
+    /// The BLS secret of node `i` (devnet keystores share a password).
+    pub fn node_secret(&self, i: usize) -> eyre::Result<SecretKey> {
+        keys::load(
+            self.nodes[i].config.keys.bls_keystore.as_ref().ok_or_else(|| eyre!("no key"))?,
+            &keys::PasswordArgs { password_file: self.nodes[i].config.keys.password_file.clone() },
+        )
+    }
+
+    /// Stops every node (SIGTERM) and anvil.
+    pub fn shutdown(&mut self) {
+        for n in &mut self.nodes {
+            n.stop();
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Prometheus metrics (`GET /metrics`, OpenMetrics text).
+
+use prometheus_client::{
+    encoding::{text::encode, EncodeLabelSet},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
+};
+
+/// A `result` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// What happened.
+    pub result: &'static str,
+}
+
+/// A `topic` + `result` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GossipLabel {
+    /// The gossip topic.
+    pub topic: &'static str,
+    /// accept / ignore / reject.
+    pub result: &'static str,
+}
+
+/// Every metric of a node.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Gossip messages validated, by topic and result.
+    pub gossip: Family<GossipLabel, Counter>,
+    /// Replays finished, by result (reproduced / failed / operational).
+    pub replays: Family<ResultLabel, Counter>,
+    /// Replays queued or running.
+    pub replay_queue: Gauge,
+    /// Partial signatures made by this node.
+    pub signatures: Counter,
+    /// Signatures refused by slashing protection.
+    pub protection_refusals: Counter,
+    /// Certificates formed or received and verified.
+    pub certificates: Counter,
+    /// `resolve` submissions, by result (sent / already_resolved / error).
+    pub submissions: Family<ResultLabel, Counter>,
+    /// `slashEquivocation` submissions, by result.
+    pub slashings: Family<ResultLabel, Counter>,
+    /// Equivocations detected.
+    pub equivocations: Counter,
+    /// Content fetched from peers, by result (ok / not_found / wrong_hash / failed).
+    pub content_fetches: Family<ResultLabel, Counter>,
+    /// Partials dropped because the buffer for unknown epochs was full.
+    pub dropped_partials: Counter,
+    /// Partials waiting for batch verification.
+    pub pending_partials: Gauge,
+    /// Connected peers.
+    pub peers: Gauge,
+    /// Disputes not yet settled or expired.
+    pub disputes_in_flight: Gauge,
+    /// Seconds from the node learning of a dispute to holding its certificate.
+    pub dispute_to_certificate: Histogram,
+    /// Seconds from the node learning of a dispute to seeing it settled.
+    pub dispute_to_settlement: Histogram,
+}
+
+fn latency() -> Histogram {
+    Histogram::new([0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("resolvd");
+        let m = Self {
+            registry: Registry::default(),
+            gossip: Family::default(),
+            replays: Family::default(),
+            replay_queue: Gauge::default(),
+            signatures: Counter::default(),
+            protection_refusals: Counter::default(),
+            certificates: Counter::default(),
+            submissions: Family::default(),
+            slashings: Family::default(),
+            equivocations: Counter::default(),
+            content_fetches: Family::default(),
+            dropped_partials: Counter::default(),
+            pending_partials: Gauge::default(),
+            peers: Gauge::default(),
+            disputes_in_flight: Gauge::default(),
+            dispute_to_certificate: latency(),
+            dispute_to_settlement: latency(),
+        };
+        registry.register("gossip_messages", "Gossip messages validated", m.gossip.clone());
+        registry.register("replays", "Replays finished", m.replays.clone());
+        registry.register("replay_queue", "Replays queued or running", m.replay_queue.clone());
+        registry.register("signatures", "Partial signatures made", m.signatures.clone());
+        registry.register(
+            "protection_refusals",
+            "Signatures refused by slashing protection",
+            m.protection_refusals.clone(),
+        );
+        registry.register("certificates", "Certificates held", m.certificates.clone());
+        registry.register("submissions", "resolve submissions", m.submissions.clone());
+        registry.register("slashings", "slashEquivocation submissions", m.slashings.clone());
+        registry.register("equivocations", "Equivocations detected", m.equivocations.clone());
+        registry.register(
+            "content_fetches",
+            "Content fetched from peers",
+            m.content_fetches.clone(),
+        );
+        registry.register(
+            "dropped_partials",
+            "Partials dropped for a full buffer",
+            m.dropped_partials.clone(),
+        );
+        registry.register(
+            "pending_partials",
+            "Partials awaiting verification",
+            m.pending_partials.clone(),
+        );
+        registry.register("peers", "Connected peers", m.peers.clone());
+        registry.register("disputes_in_flight", "Disputes in flight", m.disputes_in_flight.clone());
+        registry.register(
+            "dispute_to_certificate_seconds",
+            "Dispute seen to certificate held",
+            m.dispute_to_certificate.clone(),
+        );
+        registry.register(
+            "dispute_to_settlement_seconds",
+            "Dispute seen to settlement seen",
+            m.dispute_to_settlement.clone(),
+        );
+        Self { registry, ..m }
+    }
+}
+
+impl Metrics {
+    /// OpenMetrics text.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Increments `family{result}`.
+    pub fn count(family: &Family<ResultLabel, Counter>, result: &'static str) {
+        family.get_or_create(&ResultLabel { result }).inc();
+    }
+}

@@ -1,0 +1,134 @@
+//! The daemon end to end: real anvil, the contracts compiled by the pinned
+//! solc, N `resolvd run` child processes with RocksDB in temp dirs and libp2p
+//! on 127.0.0.1. Each test launches its own devnet.
+
+use alloy_primitives::{B256, U256};
+use resolvd_node::devnet::{DealKind, Devnet, DevnetOptions, AMOUNT, SELLER_BOND};
+use resolvd_proto::{Canonical, ContentType};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+pub(crate) const SETTLE: Duration = Duration::from_secs(120);
+
+/// Released / Refunded, as the escrow codes `Settlement`.
+pub(crate) const RELEASED: u8 = 1;
+pub(crate) const REFUNDED: u8 = 2;
+
+pub(crate) fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// A devnet that prints every node's log tail if the test fails.
+pub(crate) struct Net(pub Devnet);
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for n in &self.0.nodes {
+                let log = std::fs::read_to_string(n.log_path()).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(60).collect();
+                eprintln!("===== node {} ({}) =====", n.index, n.log_path().display());
+                for line in tail.iter().rev() {
+                    eprintln!("{line}");
+                }
+            }
+        } else {
+            self.0.shutdown();
+            let _ = std::fs::remove_dir_all(&self.0.dir);
+        }
+    }
+}
+
+pub(crate) async fn launch(tweak: impl FnOnce(&mut DevnetOptions)) -> Net {
+    let mut options = DevnetOptions::for_workspace(
+        &workspace(),
+        PathBuf::from(env!("CARGO_BIN_EXE_resolvd")),
+        std::env::temp_dir().join("resolvd-it"),
+    );
+    tweak(&mut options);
+    Net(Devnet::launch(options).await.expect("devnet launch"))
+}
+
+/// Sum of a counter with `label` over every node's `/metrics`.
+pub(crate) async fn metric_sum(net: &Devnet, name: &str, label: &str) -> f64 {
+    let mut total = 0.0;
+    for n in &net.nodes {
+        let Ok(text) = n.metrics().await else { continue };
+        total += metric(&text, name, label);
+    }
+    total
+}
+
+/// A sample of `name` whose labels contain `label` in OpenMetrics text.
+pub(crate) fn metric(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Scenarios 1, 2 and 7: an honest delivery is Reproduced and pays the
+/// seller through exactly one `resolve`; a false claim is Failed and refunds
+/// the buyer; the witness, held by one node only, reaches the others by hash;
+/// content under a wrong hash is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn honest_and_false_claims_settle_with_content_fetched_from_peers() {
+    let mut net = launch(|_| {}).await;
+    let (buyer, seller) = (net.0.accounts[1], net.0.accounts[2]);
+    let honest = net.0.deal_content(DealKind::Honest).await.unwrap();
+
+    // Hash before store: bytes offered under another hash are refused.
+    let witness = honest.witness.to_canonical_bytes();
+    let status = net.0.nodes[1]
+        .put_content("evm-witness", B256::repeat_byte(1), witness.clone())
+        .await
+        .unwrap();
+    assert_eq!(status, 400);
+
+    let (buyer0, seller0) =
+        (net.0.balance(buyer).await.unwrap(), net.0.balance(seller).await.unwrap());
+    let open = net.0.open_dispute(&honest, &[0]).await.unwrap();
+    let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
+    assert_eq!(deal.settlement, RELEASED);
+    assert_eq!(net.0.balance(seller).await.unwrap(), seller0 + U256::from(AMOUNT));
+    assert_eq!(net.0.balance(buyer).await.unwrap(), buyer0 - U256::from(AMOUNT));
+    assert_eq!(net.0.verdict_logs(open.deal_id).await.unwrap().len(), 1);
+
+    // Everyone replayed to the same digest; the witness came from node 0.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let mut digests = Vec::new();
+    for n in &net.0.nodes {
+        let d = n.get(&format!("/disputes/{}", open.deal_id)).await.unwrap();
+        assert_eq!(d["phase"], "settled", "node {}: {d}", n.index);
+        assert_eq!(d["certified_outcome"], "REPRODUCED", "node {}: {d}", n.index);
+        digests.push(d["digest"].clone());
+        let got =
+            reqwest::get(format!("http://{}/content/{}", n.api, honest.witness.content_hash()))
+                .await
+                .unwrap();
+        assert!(got.status().is_success(), "node {} lacks the witness", n.index);
+    }
+    assert!(digests.iter().all(|d| *d == digests[0] && !d.is_null()), "{digests:?}");
+    for n in &net.0.nodes[1..] {
+        let fetched =
+            metric(&n.metrics().await.unwrap(), "resolvd_content_fetches_total", "result=\"ok\"");
+        assert!(fetched >= 1.0, "node {} fetched nothing from peers", n.index);
+    }
+    // Exactly one resolve sent; everyone else found it resolved.
+    assert_eq!(metric_sum(&net.0, "resolvd_submissions_total", "result=\"sent\"").await, 1.0);
+
+    // A false claim: Failed, the buyer is refunded and the seller's DA bond returned.
+    let false_claim = net.0.deal_content(DealKind::FalseClaim).await.unwrap();
+    let (buyer1, seller1) =
+        (net.0.balance(buyer).await.unwrap(), net.0.balance(seller).await.unwrap());
+    let open = net.0.open_dispute(&false_claim, &[0, 1, 2, 3]).await.unwrap();
+    let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
+    assert_eq!(deal.settlement, REFUNDED);
+    assert_eq!(net.0.balance(buyer).await.unwrap(), buyer1);
+    assert_eq!(net.0.balance(seller).await.unwrap(), seller1);
+    let d = net.0.nodes[2].get(&format!("/disputes/{}", open.deal_id)).await.unwrap();
+    assert_eq!(d["commitment"]["outcome"], "FAILED", "{d}");
+    let _ = SELLER_BOND;
+}
