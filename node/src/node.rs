@@ -204,13 +204,34 @@ struct SlashTask {
 }
 
 enum Internal {
-    Batch { events: Vec<ChainEvent>, to: u64, head: u64 },
+    Batch {
+        events: Vec<ChainEvent>,
+        to: u64,
+        head: u64,
+    },
     Head(u64),
-    Confirmed { announcement: Box<DisputeAnnouncement>, result: Result<bool, ChainError> },
-    Committee { epoch: u64, result: Result<Committee, ChainError> },
-    Replayed { deal_id: B256, result: Result<VerdictEnvelopeV1, String> },
-    Submitted { deal_id: B256, result: Result<Submission, ChainError> },
-    Slash { deal_id: B256, resolvers: Vec<u32>, result: Result<Option<TxOutcome>, ChainError> },
+    Confirmed {
+        announcement: Box<DisputeAnnouncement>,
+        result: Result<bool, ChainError>,
+        from_chain: bool,
+    },
+    Committee {
+        epoch: u64,
+        result: Result<Committee, ChainError>,
+    },
+    Replayed {
+        deal_id: B256,
+        result: Result<VerdictEnvelopeV1, String>,
+    },
+    Submitted {
+        deal_id: B256,
+        result: Result<Submission, ChainError>,
+    },
+    Slash {
+        deal_id: B256,
+        resolvers: Vec<u32>,
+        result: Result<Option<TxOutcome>, ChainError>,
+    },
 }
 
 /// The running node.
@@ -738,7 +759,11 @@ impl Node {
         let at = self.head.saturating_sub(self.cfg.chain.confirmations);
         tokio::spawn(async move {
             let result = chain.confirms(&a, Some(at)).await;
-            let _ = tx.send(Internal::Confirmed { announcement: Box::new(a), result });
+            let _ = tx.send(Internal::Confirmed {
+                announcement: Box::new(a),
+                result,
+                from_chain: false,
+            });
         });
     }
 
@@ -1262,7 +1287,7 @@ impl Node {
                 self.store.set_cursor(CURSOR, to)?;
                 self.cursor = to;
             }
-            Internal::Confirmed { announcement, result } => {
+            Internal::Confirmed { announcement, result, from_chain } => {
                 let deal_id = announcement.deal_id;
                 let waiting = self.confirming.remove(&deal_id).unwrap_or_default();
                 let acceptance = match result {
@@ -1270,12 +1295,26 @@ impl Node {
                         self.start_dispute(*announcement);
                         MessageAcceptance::Accept
                     }
+                    Ok(false) if from_chain => {
+                        // Confirmed on chain but no longer disputed: settled
+                        // while this node was away. Recorded, never worked on.
+                        info!(target: "chain", deal = %deal_id, "dispute already settled: nothing to do");
+                        self.store.put_dispute(&announcement, DisputeStatus::Settled)?;
+                        let mut d = Dispute::new(*announcement);
+                        d.view.phase = Phase::Settled;
+                        self.disputes.entry(deal_id).or_insert(d);
+                        MessageAcceptance::Accept
+                    }
                     Ok(false) => {
                         debug!(target: "chain", deal = %deal_id, "announcement not confirmed by own RPC");
                         MessageAcceptance::Ignore
                     }
                     Err(e) => {
-                        warn!(target: "chain", deal = %deal_id, error = %e, "cannot check announcement");
+                        warn!(target: "chain", deal = %deal_id, error = %e, "cannot check the dispute; retrying");
+                        if from_chain {
+                            // Not dropped: a chain event is re-checked until the RPC answers.
+                            self.retry_confirm(*announcement);
+                        }
                         MessageAcceptance::Ignore
                     }
                 };
@@ -1353,6 +1392,21 @@ impl Node {
         Ok(())
     }
 
+    fn retry_confirm(&mut self, a: DisputeAnnouncement) {
+        self.confirming.insert(a.deal_id, Vec::new());
+        let (chain, tx) = (self.chain.clone(), self.tx.clone());
+        let wait = Duration::from_millis(self.cfg.pipeline.retry_ms);
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let result = chain.deal(a.deal_id, None).await.map(|d| d.state == deal_state::DISPUTED);
+            let _ = tx.send(Internal::Confirmed {
+                announcement: Box::new(a),
+                result,
+                from_chain: true,
+            });
+        });
+    }
+
     fn on_chain_event(&mut self, event: ChainEvent) {
         match event {
             ChainEvent::Disputed(a) => {
@@ -1369,14 +1423,8 @@ impl Node {
                 tokio::spawn(async move {
                     let result =
                         chain.deal(a.deal_id, None).await.map(|d| d.state == deal_state::DISPUTED);
-                    let result = match result {
-                        Ok(false) => {
-                            // Remember it as settled so it is never worked on.
-                            Ok(false)
-                        }
-                        other => other,
-                    };
-                    let _ = tx.send(Internal::Confirmed { announcement: a, result });
+                    let _ =
+                        tx.send(Internal::Confirmed { announcement: a, result, from_chain: true });
                 });
             }
             ChainEvent::SpecPublished { spec, anchor } => {

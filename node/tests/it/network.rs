@@ -132,3 +132,88 @@ async fn honest_and_false_claims_settle_with_content_fetched_from_peers() {
     assert_eq!(d["commitment"]["outcome"], "FAILED", "{d}");
     let _ = SELLER_BOND;
 }
+
+/// Scenarios 3 and 4. Node 2 is down and node 3 crashes right after
+/// persisting its signature, before gossiping it: two of four signatures are
+/// not a quorum. Restarted, node 3 re-sends the persisted signature (the
+/// same bytes; it signs nothing new) and the dispute settles with three of
+/// four. Node 2 then restarts, catches up from its cursor and signs nothing
+/// for the settled deal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crashed_and_lagging_nodes_never_sign_anything_different() {
+    use resolvd_consensus::protection::ProtectionKey;
+    use resolvd_node::config::FaultConfig;
+
+    let mut net = launch(|o| {
+        o.faults = vec![(3, FaultConfig { crash_after_persist: true, ..Default::default() })];
+    })
+    .await;
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    net.0.nodes[2].kill();
+    let open = net.0.open_dispute(&content, &[0, 1, 3]).await.unwrap();
+
+    // Node 3 aborts after persisting.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = net.0.nodes[3].exited() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "node 3 did not crash");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(!status.success());
+    let domain = resolvd_proto::VerdictDomain {
+        name: "resolvd".into(),
+        version: "1".into(),
+        chain_id: 31337,
+        verifying_contract: net.0.deployment.escrow,
+    };
+    let key =
+        ProtectionKey { domain_separator: domain.eip712().separator(), deal_id: open.deal_id };
+    let persisted = {
+        let store = net.0.node_store(3).unwrap();
+        let recorded = store.protection_record(&key).unwrap().expect("protection record persisted");
+        let partials = store.partials(&open.deal_id).unwrap();
+        assert_eq!(partials.len(), 1);
+        assert_eq!(partials[0].commitment.eip712_digest(&domain), recorded);
+        partials[0].clone()
+    };
+    // Two of four cannot settle.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(net.0.deal(open.deal_id).await.unwrap().state, 3, "settled without a quorum?");
+
+    net.0.nodes[3].config.fault = FaultConfig::default();
+    net.0.start_node(3).unwrap();
+    let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
+    assert_eq!(deal.settlement, RELEASED);
+    let view = net.0.nodes[3].get(&format!("/disputes/{}", open.deal_id)).await.unwrap();
+    assert_eq!(
+        view["own_signature"].as_str().unwrap(),
+        alloy_primitives::hex::encode_prefixed(persisted.signature)
+    );
+    let signed_again =
+        metric(&net.0.nodes[3].metrics().await.unwrap(), "resolvd_signatures_total", "");
+    assert_eq!(signed_again, 0.0, "the restarted node signed again");
+    let v0 = net.0.nodes[0].get(&format!("/disputes/{}", open.deal_id)).await.unwrap();
+    assert_eq!(v0["certificate_non_signers"], serde_json::json!([2]), "{v0}");
+
+    // Node 2 catches up: sees the dispute, finds it settled, signs nothing.
+    net.0.start_node(2).unwrap();
+    net.0.nodes[2].wait_healthy(Duration::from_secs(30)).await.unwrap();
+    let settled_block = net.0.verdict_logs(open.deal_id).await.unwrap()[0].block_number.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = net.0.nodes[2].get("/status").await.unwrap();
+        if s["cursor"].as_u64().unwrap() >= settled_block
+            && s["disputes"][open.deal_id.to_string()]["phase"] == "settled"
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "node 2 did not catch up: {s}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    net.0.nodes[2].stop();
+    let store = net.0.node_store(2).unwrap();
+    assert_eq!(store.protection_record(&key).unwrap(), None);
+    assert!(store.partials(&open.deal_id).unwrap().iter().all(|p| p.signer_index != 2));
+}
