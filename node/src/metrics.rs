@@ -44,7 +44,7 @@ pub struct Metrics {
     pub slashings: Family<ResultLabel, Counter>,
     /// Equivocations detected.
     pub equivocations: Counter,
-    /// Content fetched from peers, by result (ok / not_found / wrong_hash / failed).
+    /// Content fetched from peers, by result (ok / duplicate / not_found / wrong_hash / failed).
     pub content_fetches: Family<ResultLabel, Counter>,
     /// Partials dropped because the buffer for unknown epochs was full.
     pub dropped_partials: Counter,

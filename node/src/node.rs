@@ -904,17 +904,26 @@ impl Node {
         }
     }
 
+    fn have_content(&self, hash: &B256) -> bool {
+        matches!(self.store.get_content(hash), Ok(Some(_)))
+    }
+
     fn on_content(&mut self, peer: PeerId, id: OutboundRequestId, response: ContentResponse) {
         let Some((request, _)) = self.fetches.remove(&id) else { return };
         let metrics = &self.shared.metrics.content_fetches;
         match response.result {
+            Ok(bytes)
+                if p2p::verify_content(&request, &bytes) && self.have_content(&request.hash) =>
+            {
+                Metrics::count(metrics, "duplicate");
+            }
             Ok(bytes) if p2p::verify_content(&request, &bytes) => {
                 match self.store.put_content_expecting(request.type_tag, &bytes, &request.hash) {
                     Ok(()) => {
                         Metrics::count(metrics, "ok");
                         debug!(target: "p2p", %peer, hash = %request.hash, "content fetched");
-                        // Other peers' answers are moot now.
-                        self.fetches.retain(|_, (r, _)| r.hash != request.hash);
+                        // Later answers from other peers are still hash-checked
+                        // (a lying peer is caught even when it is slow).
                         self.fetching.remove(&request.hash);
                         self.wake_fetching();
                         return;

@@ -294,15 +294,21 @@ pub fn build_swarm(
                 gossipsub::MessageAuthenticity::Signed(key.clone()),
                 gossip_config,
             )?;
-            // Rejected messages cost score on their topic; below the graylist
-            // threshold a peer's messages are ignored.
+            // Rejected messages cost score on their topic (-100 x count^2,
+            // decaying ~1 %/s: a half-life of about 70 s); below the graylist
+            // threshold (-80) a peer's messages are ignored. Time in mesh earns
+            // at most +0.6 per topic, so it never hides misbehaviour.
             let mut params = gossipsub::PeerScoreParams::default();
             for topic in Topic::ALL {
                 params.topics.insert(
                     topic.ident().hash(),
                     gossipsub::TopicScoreParams {
+                        topic_weight: 1.0,
+                        time_in_mesh_weight: 0.01,
+                        time_in_mesh_quantum: Duration::from_secs(1),
+                        time_in_mesh_cap: 60.0,
                         invalid_message_deliveries_weight: -100.0,
-                        invalid_message_deliveries_decay: 0.5,
+                        invalid_message_deliveries_decay: 0.99,
                         ..Default::default()
                     },
                 );

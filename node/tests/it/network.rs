@@ -217,3 +217,180 @@ async fn crashed_and_lagging_nodes_never_sign_anything_different() {
     assert_eq!(store.protection_record(&key).unwrap(), None);
     assert!(store.partials(&open.deal_id).unwrap().iter().all(|p| p.signer_index != 2));
 }
+
+/// A hostile libp2p peer: it dials the given nodes, publishes garbage, an
+/// oversized message, a wrongly signed partial and a malformed certificate,
+/// and answers every content request with bytes that do not hash to the
+/// request. Runs until the returned sender is dropped.
+async fn hostile(
+    targets: Vec<String>,
+    epoch: u64,
+) -> (libp2p::PeerId, tokio::sync::oneshot::Sender<()>) {
+    use futures::StreamExt;
+    use libp2p::{gossipsub, request_response, swarm::SwarmEvent};
+    use resolvd_node::p2p::{build_swarm, BehaviourEvent, P2pConfig, Topic};
+    use resolvd_proto::{
+        wire::{ContentResponse, SignedVerdict, WireMessage},
+        ReexecVerdict, VerdictCommitment,
+    };
+
+    let config = P2pConfig {
+        listen: "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
+        heartbeat: Duration::from_millis(200),
+        mesh: 2,
+        // Large enough to try sending an oversized message.
+        max_message: 1 << 20,
+    };
+    let mut swarm = build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
+    let id = *swarm.local_peer_id();
+    for t in &targets {
+        swarm.dial(t.parse::<libp2p::Multiaddr>().unwrap()).unwrap();
+    }
+    let forged = {
+        let commitment = VerdictCommitment {
+            deal_id: B256::repeat_byte(0xba),
+            spec_hash: B256::repeat_byte(2),
+            delivery_hash: B256::repeat_byte(3),
+            prestate_anchor_hash: B256::repeat_byte(4),
+            prestate_root: B256::repeat_byte(5),
+            backend_id: B256::repeat_byte(6),
+            backend_version_hash: B256::repeat_byte(7),
+            outcome: ReexecVerdict::Reproduced,
+            result_hash: B256::repeat_byte(8),
+            trace_hash: B256::repeat_byte(9),
+        };
+        // A valid G2 point, but not resolver 0's signature.
+        let key = resolvd_consensus::SecretKey::from_seed(&[0x66; 32]).unwrap();
+        SignedVerdict {
+            commitment,
+            epoch,
+            signer_index: 0,
+            signature: key.sign(&B256::repeat_byte(1)).compress(),
+        }
+    };
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let start = tokio::time::Instant::now();
+        let mut sent = false;
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                _ = &mut stopped => return,
+                _ = tick.tick() => {
+                    if !sent && start.elapsed() > Duration::from_secs(3) {
+                        sent = true;
+                        let g = &mut swarm.behaviour_mut().gossipsub;
+                        // The forged partial first (validated while the peer's
+                        // score is still clean; after one rejection it is
+                        // graylisted), the oversized message last (the receiver
+                        // drops the stream it arrives on).
+                        let _ = g.publish(Topic::Verdicts.ident(), forged.encode_wire());
+                        let _ = g.publish(Topic::Certificates.ident(), vec![1, 2, 3]);
+                        let _ = g.publish(Topic::Verdicts.ident(), vec![0xff; 100]);
+                        let _ = g.publish(Topic::Disputes.ident(), vec![0u8; 100 * 1024]);
+                    }
+                }
+                event = swarm.select_next_some() => match event {
+                    SwarmEvent::Behaviour(BehaviourEvent::Content(request_response::Event::Message {
+                        message: request_response::Message::Request { request, channel, .. }, ..
+                    })) => {
+                        let lie = ContentResponse { hash: request.hash, result: Ok(vec![0x42; 64].into()) };
+                        let _ = swarm.behaviour_mut().content.send_response(channel, lie);
+                    }
+                    SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(gossipsub::Event::Message { message_id, propagation_source, .. })) => {
+                        let _ = swarm.behaviour_mut().gossipsub.report_message_validation_result(
+                            &message_id, &propagation_source, gossipsub::MessageAcceptance::Ignore);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    });
+    (id, stop)
+}
+
+/// Scenarios 5 and 6. Node 3 is byzantine: it signs both outcomes of every
+/// dispute. A hostile peer sends garbage, an oversized message, a wrongly
+/// signed partial and a malformed certificate, and serves content with wrong
+/// hashes. The honest flow settles correctly; the equivocator's bond is
+/// slashed on chain exactly once; no honest resolver is slashed; the hostile
+/// peer is penalised and banned; no node crashes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byzantine_resolver_is_slashed_once_and_hostile_peer_is_penalised() {
+    use alloy_provider::Provider;
+    use alloy_sol_types::SolEvent;
+    use resolvd_node::{
+        chain::Chain,
+        config::{Byzantine, FaultConfig},
+        contracts::IRegistry,
+    };
+
+    let mut net = launch(|o| {
+        o.faults =
+            vec![(3, FaultConfig { byzantine: Some(Byzantine::Equivocate), ..Default::default() })];
+    })
+    .await;
+    let status = net.0.nodes[0].get("/status").await.unwrap();
+    let epoch = status["epoch"].as_u64().unwrap();
+    let (hostile_id, stop) =
+        hostile(vec![net.0.nodes[0].p2p.clone(), net.0.nodes[1].p2p.clone()], epoch).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let open = net.0.open_dispute(&content, &[0]).await.unwrap();
+    let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
+    assert_eq!(deal.settlement, RELEASED, "the honest outcome must win");
+
+    // The equivocator is slashed exactly once, nobody else ever.
+    let chain = Chain::connect(&net.0.anvil.url, net.0.deployment.escrow, None).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !chain.is_slashed(3).await.unwrap() {
+        assert!(std::time::Instant::now() < deadline, "the equivocator was not slashed");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    for honest in 0..3 {
+        assert!(!chain.is_slashed(honest).await.unwrap(), "honest resolver {honest} slashed");
+    }
+    let slashed = net
+        .0
+        .provider
+        .get_logs(
+            &alloy_rpc_types_eth::Filter::new()
+                .address(net.0.deployment.registry)
+                .event_signature(IRegistry::Slashed::SIGNATURE_HASH)
+                .from_block(0u64),
+        )
+        .await
+        .unwrap();
+    assert_eq!(slashed.len(), 1, "exactly one slashing");
+    assert_eq!(slashed[0].topics()[1], B256::with_last_byte(3));
+    assert_eq!(metric_sum(&net.0, "resolvd_slashings_total", "result=\"sent\"").await, 1.0);
+    let detected = metric_sum(&net.0, "resolvd_equivocations_total", "").await;
+    assert!(detected >= 1.0);
+
+    // The hostile peer: its invalid messages were rejected and it was banned
+    // by the node it lied to about content.
+    let m0 = net.0.nodes[0].metrics().await.unwrap();
+    assert!(metric(&m0, "resolvd_gossip_messages_total", "result=\"reject\"") >= 1.0, "{m0}");
+    let log0 = std::fs::read_to_string(net.0.nodes[0].log_path()).unwrap();
+    assert!(log0.contains("rejecting partial with an invalid signature"));
+    let m1 = net.0.nodes[1].metrics().await.unwrap();
+    assert!(metric(&m1, "resolvd_content_fetches_total", "result=\"wrong_hash\"") >= 1.0, "{m1}");
+    let s1 = net.0.nodes[1].get("/status").await.unwrap();
+    assert!(s1["banned"].as_array().unwrap().iter().any(|p| p == &hostile_id.to_string()), "{s1}");
+    let s0 = net.0.nodes[0].get("/status").await.unwrap();
+    let score = s0["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == hostile_id.to_string())
+        .and_then(|p| p["score"].as_f64());
+    assert!(score.is_some_and(|s| s < 0.0), "hostile peer score {score:?}: {s0}");
+    for n in &mut net.0.nodes {
+        assert!(n.running(), "node {} died", n.index);
+        let log = std::fs::read_to_string(n.log_path()).unwrap();
+        assert!(!log.contains("panicked"), "node {} panicked", n.index);
+    }
+    drop(stop);
+}
