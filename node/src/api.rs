@@ -57,15 +57,16 @@ async fn status(State(s): State<Arc<Shared>>) -> Response {
     Json(status).into_response()
 }
 
-fn parse_hash(text: &str) -> Result<B256, Response> {
-    text.parse()
-        .map_err(|_| error(StatusCode::BAD_REQUEST, format!("not a 32-byte hex hash: {text}")))
+fn parse_hash(text: &str) -> Result<B256, Box<Response>> {
+    text.parse().map_err(|_| {
+        Box::new(error(StatusCode::BAD_REQUEST, format!("not a 32-byte hex hash: {text}")))
+    })
 }
 
 async fn dispute(State(s): State<Arc<Shared>>, Path(deal_id): Path<String>) -> Response {
     let deal_id = match parse_hash(&deal_id) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let status = s.status.read().unwrap_or_else(std::sync::PoisonError::into_inner);
     match status.disputes.get(&deal_id) {
@@ -88,7 +89,7 @@ async fn put_content(
 ) -> Response {
     let hash = match parse_hash(&hash) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let store = s.store.clone();
     let tag = q.type_tag.clone();
@@ -112,7 +113,7 @@ async fn put_content(
 async fn get_content(State(s): State<Arc<Shared>>, Path(hash): Path<String>) -> Response {
     let hash = match parse_hash(&hash) {
         Ok(h) => h,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     match s.store.get_content(&hash) {
         Ok(Some((tag, bytes))) => (

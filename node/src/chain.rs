@@ -47,6 +47,7 @@ fn rpc<E: std::fmt::Display>(e: E) -> ChainError {
 
 /// A decoded, confirmed log.
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // short-lived, one batch at a time
 pub enum ChainEvent {
     /// `Escrow.Disputed`, as the announcement nodes gossip.
     Disputed(Box<DisputeAnnouncement>),

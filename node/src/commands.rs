@@ -318,8 +318,8 @@ pub(crate) async fn slash(args: SlashArgs) -> eyre::Result<()> {
     let chain = connect(&args.chain.rpc_url, args.chain.escrow, Some(&args.account)).await?;
     let mut committees = BTreeMap::new();
     for epoch in [a.epoch, b.epoch] {
-        if !committees.contains_key(&epoch) {
-            committees.insert(epoch, chain.committee(epoch).await?);
+        if let std::collections::btree_map::Entry::Vacant(e) = committees.entry(epoch) {
+            e.insert(chain.committee(epoch).await?);
         }
     }
     let checked = ConflictEvidence::verify(a, b, &committees, &chain.domain())?;

@@ -2,7 +2,8 @@
 //! `contracts/src`: the events it watches and the calls it makes), and the
 //! conversions between the protocol types and their ABI forms.
 
-#![allow(missing_docs)]
+// The sol! expansion has undocumented items and 10-argument constructors.
+#![allow(missing_docs, clippy::too_many_arguments)]
 
 use alloy_primitives::{Bytes, U256};
 use resolvd_consensus::Attestation;

@@ -549,8 +549,7 @@ impl Devnet {
             let (_, index) = chain.register(&secret, U256::from(BOND)).await?;
             ensure!(index == i as u64, "resolver {i} got registry index {index}");
 
-            let mut config = NodeConfig::default();
-            config.data_dir = node_dir.join("data");
+            let mut config = NodeConfig { data_dir: node_dir.join("data"), ..Default::default() };
             config.chain.rpc_url = anvil.url.clone();
             config.chain.escrow = deployment.escrow;
             config.chain.confirmations = options.confirmations;

@@ -234,6 +234,9 @@ enum Internal {
     },
 }
 
+/// Where a gossip message came from (to report its validation result).
+type Origin = (MessageId, PeerId);
+
 /// The running node.
 pub struct Node {
     cfg: NodeConfig,
@@ -250,9 +253,9 @@ pub struct Node {
     builders: BTreeMap<u64, CertificateBuilder>,
     conflict: ConflictDetector,
     disputes: HashMap<B256, Dispute>,
-    buffered: Vec<(SignedVerdict, Option<(MessageId, PeerId)>)>,
-    deferred: HashMap<(B256, u32), (SignedVerdict, Vec<(MessageId, PeerId)>)>,
-    confirming: HashMap<B256, Vec<(MessageId, PeerId)>>,
+    buffered: Vec<(SignedVerdict, Option<Origin>)>,
+    deferred: HashMap<(B256, u32), (SignedVerdict, Vec<Origin>)>,
+    confirming: HashMap<B256, Vec<Origin>>,
     fetches: HashMap<OutboundRequestId, (ContentRequest, PeerId)>,
     fetching: HashSet<B256>,
     banned: HashSet<PeerId>,
@@ -1062,7 +1065,7 @@ impl Node {
 
     /// Cheap checks now; the signature is verified in the next batch. A
     /// gossiped partial's validation result is reported after the batch.
-    fn queue_partial(&mut self, p: SignedVerdict, origin: Option<(MessageId, PeerId)>) {
+    fn queue_partial(&mut self, p: SignedVerdict, origin: Option<Origin>) {
         let Some(builder) = self.builders.get_mut(&p.epoch) else {
             if self.buffered.len() >= self.cfg.pipeline.max_buffered_partials {
                 self.shared.metrics.dropped_partials.inc();

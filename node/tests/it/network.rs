@@ -24,6 +24,7 @@ pub(crate) fn workspace() -> PathBuf {
 pub(crate) struct Net(pub Devnet);
 
 impl Drop for Net {
+    #[allow(clippy::disallowed_macros)] // a failing test's diagnostics
     fn drop(&mut self) {
         if std::thread::panicking() {
             for n in &self.0.nodes {
@@ -131,6 +132,139 @@ async fn honest_and_false_claims_settle_with_content_fetched_from_peers() {
     let d = net.0.nodes[2].get(&format!("/disputes/{}", open.deal_id)).await.unwrap();
     assert_eq!(d["commitment"]["outcome"], "FAILED", "{d}");
     let _ = SELLER_BOND;
+
+    cli_tools_agree_with_the_network(&net.0, &honest, open.deal_id).await;
+}
+
+fn resolvd(args: &[&str]) -> serde_json::Value {
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_resolvd")).args(args).output().unwrap();
+    assert!(out.status.success(), "resolvd {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+/// The one-shot commands against the same network: `verify` (keyless),
+/// `status`, `content get`, `anchor` and `witness` (which rebuild the
+/// seller's documents byte for byte), and `register` (a fifth resolver joins).
+async fn cli_tools_agree_with_the_network(
+    net: &Devnet,
+    content: &resolvd_node::devnet::DealContent,
+    false_deal: B256,
+) {
+    let rpc = net.anvil.url.as_str();
+    let escrow = net.deployment.escrow.to_string();
+    let api = format!("http://{}", net.nodes[0].api);
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+
+    let v = resolvd(&[
+        "verify",
+        &false_deal.to_string(),
+        "--rpc-url",
+        rpc,
+        "--escrow",
+        &escrow,
+        "--api",
+        &api,
+    ]);
+    assert_eq!(v["match"], true, "{v}");
+    assert_eq!(v["onChain"]["outcome"], "FAILED");
+
+    let s = resolvd(&["status", "--api", &api]);
+    assert_eq!(s["peers"].as_array().unwrap().len(), 3, "{s}");
+
+    let witness_hash = content.witness.content_hash().to_string();
+    resolvd(&["content", "get", &witness_hash, "--api", &api, "--out", &path("w.got")]);
+    assert_eq!(std::fs::read(path("w.got")).unwrap(), content.witness.to_canonical_bytes());
+
+    let block = content.evm_anchor.block_number.to_string();
+    let a = resolvd(&["anchor", "--rpc-url", rpc, "--block", &block, "--out", &path("anchor.bin")]);
+    assert_eq!(a["prestateAnchorHash"], content.anchor.content_hash().to_string());
+    assert_eq!(std::fs::read(path("anchor.bin")).unwrap(), content.anchor.to_canonical_bytes());
+    std::fs::write(path("plan.bin"), &content.delivery.execution_plan).unwrap();
+    let token = net.deployment.token;
+    let slot = |who| format!("{token}:{}", resolvd_node::devnet::balance_slot(who));
+    let w = resolvd(&[
+        "witness",
+        "--rpc-url",
+        rpc,
+        "--anchor",
+        &path("anchor.bin"),
+        "--plan",
+        &path("plan.bin"),
+        "--slot",
+        &slot(net.accounts[3]),
+        "--slot",
+        &slot(resolvd_node::devnet::RECIPIENT),
+        "--out",
+        &path("witness.bin"),
+    ]);
+    assert_eq!(w["witnessHash"], witness_hash, "{w}");
+
+    // A fifth operator registers through the CLI.
+    use alloy_provider::Provider;
+    std::fs::write(path("pw"), "correct horse").unwrap();
+    resolvd(&[
+        "keys",
+        "new",
+        "--keystore",
+        &path("bls.json"),
+        "--password-file",
+        &path("pw"),
+        "--kdf",
+        "pbkdf2",
+    ]);
+    let mut rng = rand::rngs::OsRng;
+    let account = alloy_signer_local::PrivateKeySigner::random_with(&mut rng);
+    alloy_signer_local::PrivateKeySigner::encrypt_keystore(
+        dir.path(),
+        &mut rng,
+        account.to_bytes(),
+        "correct horse",
+        Some("account.json"),
+    )
+    .unwrap();
+    let _: () = net
+        .provider
+        .raw_request(
+            "anvil_setBalance".into(),
+            (account.address(), U256::from(10u64).pow(U256::from(20u64))),
+        )
+        .await
+        .unwrap();
+    resolvd_node::devnet::send_from(
+        &net.provider,
+        net.accounts[0],
+        alloy_primitives::TxKind::Call(token),
+        alloy_sol_types::SolCall::abi_encode(&resolvd_node::contracts::IERC20::mintCall {
+            to: account.address(),
+            amount: U256::from(resolvd_node::devnet::BOND),
+        })
+        .into(),
+    )
+    .await
+    .unwrap();
+    let r = resolvd(&[
+        "register",
+        "--rpc-url",
+        rpc,
+        "--escrow",
+        &escrow,
+        "--account-keystore",
+        &path("account.json"),
+        "--account-password-file",
+        &path("pw"),
+        "--keystore",
+        &path("bls.json"),
+        "--password-file",
+        &path("pw"),
+    ]);
+    assert_eq!(r["resolver"], 4, "{r}");
+    let chain =
+        resolvd_node::chain::Chain::connect(rpc, net.deployment.escrow, None).await.unwrap();
+    let committee = chain.committee(5).await.unwrap();
+    assert_eq!(committee.len(), 5);
+    assert_eq!(committee.members()[4].operator, account.address());
 }
 
 /// Scenarios 3 and 4. Node 2 is down and node 3 crashes right after
@@ -368,6 +502,33 @@ async fn byzantine_resolver_is_slashed_once_and_hostile_peer_is_penalised() {
     assert_eq!(metric_sum(&net.0, "resolvd_slashings_total", "result=\"sent\"").await, 1.0);
     let detected = metric_sum(&net.0, "resolvd_equivocations_total", "").await;
     assert!(detected >= 1.0);
+    // The evidence file a node wrote is checked by `resolvd slash` and refused
+    // on chain now that the equivocator is slashed.
+    let node = &net.0.nodes[0];
+    let evidence = std::fs::read_dir(node.config.data_dir.join("evidence"))
+        .unwrap()
+        .next()
+        .expect("evidence file")
+        .unwrap()
+        .path();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_resolvd"))
+        .args([
+            "slash",
+            "--rpc-url",
+            &net.0.anvil.url,
+            "--escrow",
+            &net.0.deployment.escrow.to_string(),
+        ])
+        .arg("--account-keystore")
+        .arg(node.config.chain.account_keystore.as_ref().unwrap())
+        .arg("--account-password-file")
+        .arg(node.config.chain.account_password_file.as_ref().unwrap())
+        .arg("--evidence")
+        .arg(&evidence)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("NoEquivocator"), "{stderr}");
 
     // The hostile peer: its invalid messages were rejected and it was banned
     // by the node it lied to about content.
