@@ -275,6 +275,19 @@ impl DevNode {
         let _ = c.wait();
     }
 
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Resident set size in KiB (`VmRSS` of /proc), while running.
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:")?.trim().strip_suffix("kB")?.trim().parse().ok())
+    }
+
     /// Whether the process is running (reaps it if it exited).
     pub fn running(&mut self) -> bool {
         match &mut self.child {

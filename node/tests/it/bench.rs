@@ -1,0 +1,158 @@
+//! Dispute latency and node memory on a loopback devnet — a benchmark, not a
+//! timed test: it asserts only that every dispute settled correctly, and
+//! prints (and writes to `$RESOLVD_BENCH_OUT`, default
+//! `target/node-latency.json`) the measured figures.
+//!
+//! Run: `make bench-node` (release build; `RESOLVD_BENCH_DISPUTES`, default 50;
+//! `RESOLVD_BENCH_NODES`, default 4).
+
+use crate::network::{launch, Net, RELEASED};
+use alloy_primitives::B256;
+use resolvd_consensus::{CertificateBuilder, Committee, Member, SecretKey, DEFAULT_THRESHOLD_BPS};
+use resolvd_node::devnet::{DealContent, DealKind};
+use resolvd_proto::{wire::SignedVerdict, Canonical, ContentType, ReexecRequestV1};
+use resolvd_replay::EvmBackend;
+use std::time::{Duration, Instant};
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Replay + sign + batch-verify-and-aggregate of `n` partials, in one process.
+fn floor_ms(content: &DealContent, n: usize, domain: &resolvd_proto::VerdictDomain) -> f64 {
+    let keys: Vec<SecretKey> =
+        (0..n).map(|i| SecretKey::from_seed(&[i as u8 + 1; 32]).unwrap()).collect();
+    let members = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| Member {
+            index: i as u32,
+            operator: alloy_primitives::Address::with_last_byte(i as u8),
+            key: k.public_key(),
+            stake: alloy_primitives::U256::from(1u64),
+        })
+        .collect();
+    let committee = Committee::new(1, members, DEFAULT_THRESHOLD_BPS).unwrap();
+    let request = ReexecRequestV1 {
+        deal_id: B256::repeat_byte(0x42),
+        spec: content.spec.to_canonical_bytes().into(),
+        spec_hash: content.spec.content_hash(),
+        delivery: content.delivery.to_canonical_bytes().into(),
+        delivery_hash: content.delivery.content_hash(),
+        prestate_anchor: content.anchor.to_canonical_bytes().into(),
+        prestate_anchor_hash: content.anchor.content_hash(),
+        witness: Some(content.witness.to_canonical_bytes().into()),
+    };
+    let mut samples = Vec::new();
+    for _ in 0..30 {
+        let start = Instant::now();
+        let commitment = EvmBackend.verdict(&request).unwrap().commitment();
+        let digest = commitment.eip712_digest(domain);
+        let mut builder = CertificateBuilder::new(committee.clone(), domain.clone());
+        for (i, k) in keys.iter().enumerate() {
+            let p = SignedVerdict {
+                commitment,
+                epoch: 1,
+                signer_index: i as u32,
+                signature: k.sign(&digest).compress(),
+            };
+            builder.on_partial(&p).unwrap();
+        }
+        let events = builder.process(&[7; 32]);
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, resolvd_consensus::BuilderEvent::Certificate(_))));
+        samples.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    samples.sort_by(f64::total_cmp);
+    // Per node, only one replay and one signature happen; the n signatures
+    // are made in parallel elsewhere, so subtract n-1 signing times.
+    let sign = {
+        let start = Instant::now();
+        for _ in 0..20 {
+            keys[0].sign(&B256::repeat_byte(1));
+        }
+        start.elapsed().as_secs_f64() * 1e3 / 20.0
+    };
+    samples[samples.len() / 2] - sign * (n as f64 - 1.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run with `make bench-node`"]
+async fn dispute_latency_and_memory() {
+    let disputes: usize =
+        std::env::var("RESOLVD_BENCH_DISPUTES").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let nodes: usize =
+        std::env::var("RESOLVD_BENCH_NODES").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    let mut net: Net = launch(|o| o.nodes = nodes).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let idle_rss: Vec<u64> = net.0.nodes.iter().map(|n| n.rss_kib().unwrap_or(0)).collect();
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let domain = resolvd_proto::VerdictDomain {
+        name: "resolvd".into(),
+        version: "1".into(),
+        chain_id: 31337,
+        verifying_contract: net.0.deployment.escrow,
+    };
+    let floor = floor_ms(&content, nodes, &domain);
+
+    let (mut to_cert, mut to_settle, mut node_cert) = (Vec::new(), Vec::new(), Vec::new());
+    let mut peak_rss = idle_rss.clone();
+    let mut witness_to = vec![0];
+    witness_to.extend(1..nodes.min(2));
+    for _ in 0..disputes {
+        let open = net.0.open_dispute(&content, &witness_to).await.unwrap();
+        let path = format!("/disputes/{}", open.deal_id);
+        let mut cert_at = None;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if cert_at.is_none() {
+                if let Ok(v) = net.0.nodes[0].get(&path).await {
+                    if !v["certificate_non_signers"].is_null() {
+                        cert_at = Some(open.challenged.elapsed());
+                        node_cert.push(v["certificate_ms"].as_f64().unwrap_or(f64::NAN));
+                    }
+                }
+            }
+            let deal = net.0.deal(open.deal_id).await.unwrap();
+            if deal.state == 4 {
+                assert_eq!(deal.settlement, RELEASED);
+                to_settle.push(open.challenged.elapsed().as_secs_f64() * 1e3);
+                break;
+            }
+            assert!(Instant::now() < deadline, "dispute {} did not settle", open.deal_id);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        to_cert.push(cert_at.unwrap_or_default().as_secs_f64() * 1e3);
+        for (i, n) in net.0.nodes.iter().enumerate() {
+            peak_rss[i] = peak_rss[i].max(n.rss_kib().unwrap_or(0));
+        }
+    }
+    for v in [&mut to_cert, &mut to_settle, &mut node_cert] {
+        v.sort_by(f64::total_cmp);
+    }
+    let report = serde_json::json!({
+        "nodes": nodes,
+        "disputes": disputes,
+        "blockTimeSeconds": net.0.options.block_time,
+        "confirmations": net.0.options.confirmations,
+        "floorMs": floor,
+        "challengeToCertificateMs": { "p50": percentile(&to_cert, 0.5), "p99": percentile(&to_cert, 0.99) },
+        "nodeSeenToCertificateMs": { "p50": percentile(&node_cert, 0.5), "p99": percentile(&node_cert, 0.99) },
+        "challengeToSettlementMs": { "p50": percentile(&to_settle, 0.5), "p99": percentile(&to_settle, 0.99) },
+        "rssIdleKiB": idle_rss,
+        "rssPeakKiB": peak_rss,
+    });
+    let out = std::env::var("RESOLVD_BENCH_OUT")
+        .unwrap_or_else(|_| format!("{}/../target/node-latency.json", env!("CARGO_MANIFEST_DIR")));
+    if let Some(dir) = std::path::Path::new(&out).parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::write(&out, serde_json::to_string_pretty(&report).unwrap()).unwrap();
+    tracing::info!("{report}");
+    #[allow(clippy::disallowed_macros)]
+    {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap());
+    }
+}
