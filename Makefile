@@ -9,7 +9,7 @@ TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 
-.PHONY: test tools fmt lint rust-test contracts-test vectors fixtures bench fuzz
+.PHONY: test tools fmt lint rust-test contracts-test vectors fixtures bench bench-node fuzz
 
 ## test: install what is missing, then every check and every test.
 test: tools lint contracts-test rust-test
@@ -49,6 +49,13 @@ bench:
 	cargo bench -p resolvd-consensus --bench bls
 	cargo bench -p resolvd-replay --bench replay
 	cd contracts && forge test --match-contract BLSGas
+
+## bench-node: dispute latency (p50/p99) and RSS on a loopback devnet, release build
+## (RESOLVD_BENCH_DISPUTES, default 50; RESOLVD_BENCH_NODES, default 4).
+bench-node: tools
+	cd contracts && forge build
+	cargo nextest run --workspace --release --locked --run-ignored only \
+	  -E 'test(dispute_latency_and_memory)' --no-capture
 
 ## fuzz: run every proto fuzz target for FUZZ_SECONDS (default 60) each.
 FUZZ_SECONDS ?= 60

@@ -992,6 +992,11 @@ impl Node {
         d.view.digest = Some(digest);
         d.view.last_error = None;
         info!(target: "pipeline", deal = %deal_id, outcome = ?commitment.outcome, %digest, "replayed");
+        if let Some(qc) = &d.certificate {
+            if qc.commitment != commitment {
+                error!(target: "pipeline", deal = %deal_id, certified = ?qc.commitment.outcome, replayed = ?commitment.outcome, "ALARM: a certificate certifies a commitment this node's replay does not reproduce");
+            }
+        }
         self.sign(deal_id, commitment);
     }
 
@@ -1000,7 +1005,8 @@ impl Node {
         let epoch = d.info.epoch;
         let (Some(index), Some(signer)) = (self.my_index(epoch), self.signer.as_mut()) else {
             if let Some(d) = self.disputes.get_mut(&deal_id) {
-                d.view.phase = Phase::Observing;
+                d.view.phase =
+                    if d.certificate.is_some() { Phase::Certified } else { Phase::Observing };
             }
             return;
         };
@@ -1034,7 +1040,8 @@ impl Node {
         if let Some(d) = self.disputes.get_mut(&deal_id) {
             d.view.own_signature = Some(Bytes::copy_from_slice(&partial.signature));
             if d.view.phase == Phase::Replaying {
-                d.view.phase = Phase::Signed;
+                d.view.phase =
+                    if d.certificate.is_some() { Phase::Certified } else { Phase::Signed };
             }
             d.own = Some(partial.clone());
             d.last_publish = Instant::now();
@@ -1196,7 +1203,10 @@ impl Node {
         d.view.certificate_ms = Some(elapsed.as_millis() as u64);
         d.view.certificate_non_signers = Some(qc.non_signers.clone());
         d.view.certified_outcome = Some(qc.commitment.outcome);
-        if d.view.phase != Phase::Refused {
+        // A node still fetching or replaying finishes its own replay and
+        // signs (more signers, and a check of the certificate against its
+        // own result); otherwise it now waits for settlement.
+        if matches!(d.view.phase, Phase::Signed | Phase::Observing) {
             d.view.phase = Phase::Certified;
         }
         let committee = self.committees.get(&qc.epoch);

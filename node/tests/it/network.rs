@@ -471,7 +471,8 @@ async fn byzantine_resolver_is_slashed_once_and_hostile_peer_is_penalised() {
     tokio::time::sleep(Duration::from_secs(5)).await;
 
     let content = net.0.deal_content(DealKind::Honest).await.unwrap();
-    let open = net.0.open_dispute(&content, &[0]).await.unwrap();
+    // Node 1 has to fetch the witness (and meets the lying peer).
+    let open = net.0.open_dispute(&content, &[0, 2, 3]).await.unwrap();
     let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
     assert_eq!(deal.settlement, RELEASED, "the honest outcome must win");
 
