@@ -48,9 +48,9 @@ impl From<EvmRules> for EvmSpecId {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
-pub(crate) fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// Logs to stderr, filtered by `RUST_LOG` (else `default`).
+pub(crate) fn init_logging(format: LogFormat, default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Human => builder.try_init(),
@@ -235,6 +235,14 @@ pub(crate) async fn witness(args: WitnessArgs) -> eyre::Result<()> {
 
 /// `resolvd verify`: keyless.
 pub(crate) async fn verify(args: VerifyArgs) -> eyre::Result<()> {
+    let (report, matches) = verify_report(&args).await?;
+    print_json(&report)?;
+    ensure!(matches, "the replayed commitment differs from the certified one");
+    Ok(())
+}
+
+/// Replays a settled deal from public inputs; the report and whether it matches.
+pub(crate) async fn verify_report(args: &VerifyArgs) -> eyre::Result<(serde_json::Value, bool)> {
     let chain = connect(&args.chain.rpc_url, args.chain.escrow, None).await?;
     let deal = chain.deal(args.deal_id, None).await?;
     ensure!(
@@ -299,14 +307,13 @@ pub(crate) async fn verify(args: VerifyArgs) -> eyre::Result<()> {
     let envelope = tokio::task::spawn_blocking(move || EvmBackend.verdict(&request)).await??;
     let replayed = envelope.commitment();
     let matches = replayed == on_chain;
-    print_json(&serde_json::json!({
+    let report = serde_json::json!({
         "dealId": args.deal_id,
         "match": matches,
         "replayed": replayed,
         "onChain": on_chain,
-    }))?;
-    ensure!(matches, "the replayed commitment differs from the certified one");
-    Ok(())
+    });
+    Ok((report, matches))
 }
 
 /// `resolvd slash`.

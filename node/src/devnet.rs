@@ -54,6 +54,14 @@ pub fn free_port() -> eyre::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// `port` if it is free on 127.0.0.1.
+fn check_port(port: u16) -> eyre::Result<u16> {
+    TcpListener::bind(("127.0.0.1", port))
+        .map(drop)
+        .wrap_err_with(|| format!("port {port} is in use (is another devnet still running?)"))?;
+    Ok(port)
+}
+
 /// An anvil child process; killed on drop.
 #[derive(Debug)]
 pub struct Anvil {
@@ -379,6 +387,9 @@ pub struct DevnetOptions {
     pub faults: Vec<(usize, FaultConfig)>,
     /// Nodes that get a transaction account (all if `None`).
     pub with_accounts: Option<Vec<usize>>,
+    /// Fixed ports: anvil on `base`, node i's p2p on `base + 1 + 2i` and API
+    /// on `base + 2 + 2i` (free ports if `None`).
+    pub base_port: Option<u16>,
 }
 
 impl DevnetOptions {
@@ -400,6 +411,7 @@ impl DevnetOptions {
             submit_slot_ms: 2_000,
             faults: Vec::new(),
             with_accounts: None,
+            base_port: None,
         }
     }
 }
@@ -472,8 +484,16 @@ impl Devnet {
         std::fs::create_dir_all(&options.base_dir)?;
         let dir = tempfile::Builder::new().prefix("devnet-").tempdir_in(&options.base_dir)?.keep();
         let artifacts = Artifacts::load(&options.contracts)?;
+        let port = |k: u16| -> eyre::Result<u16> {
+            match options.base_port {
+                Some(base) => {
+                    check_port(base.checked_add(k).ok_or_else(|| eyre!("port overflow"))?)
+                }
+                None => free_port(),
+            }
+        };
         let anvil =
-            Anvil::start(&options.anvil, free_port()?, options.block_time, &dir.join("anvil.log"))?;
+            Anvil::start(&options.anvil, port(0)?, options.block_time, &dir.join("anvil.log"))?;
         let provider = ProviderBuilder::new().connect_http(anvil.url.parse()?).erased();
         let mut ready = false;
         for _ in 0..100 {
@@ -515,8 +535,8 @@ impl Devnet {
         )
         .await?;
 
-        let ports: Vec<(u16, u16)> = (0..options.nodes)
-            .map(|_| Ok((free_port()?, free_port()?)))
+        let ports: Vec<(u16, u16)> = (0..options.nodes as u16)
+            .map(|i| Ok((port(1 + 2 * i)?, port(2 + 2 * i)?)))
             .collect::<eyre::Result<_>>()?;
         let addrs: Vec<String> =
             ports.iter().map(|(p2p, _)| format!("/ip4/127.0.0.1/tcp/{p2p}")).collect();

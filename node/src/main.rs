@@ -16,6 +16,7 @@ use resolvd_node::{
 use std::{io::Read, net::SocketAddr, path::PathBuf};
 
 mod commands;
+mod demo;
 
 #[derive(Debug, Parser)]
 #[command(name = "resolvd", version, about = "resolvd: a bonded dispute-resolver network")]
@@ -47,6 +48,9 @@ enum Command {
     Verify(VerifyArgs),
     /// Submit equivocation evidence (an evidence file a node wrote) to the registry.
     Slash(SlashArgs),
+    /// Run a local network (anvil, contracts, N registered resolvers) and a demo:
+    /// an honest delivery, a false claim, a byzantine resolver slashed, a keyless verify.
+    Devnet(demo::DevnetArgs),
     /// Print a node's status (`GET /status`).
     Status {
         /// The node's HTTP API.
@@ -402,7 +406,7 @@ fn main() -> eyre::Result<()> {
                 }
                 return Ok(());
             }
-            commands::init_logging(config.log_format);
+            commands::init_logging(config.log_format, "info");
             runtime()?.block_on(commands::run(config))?;
         }
         Command::Register(args) => runtime()?.block_on(commands::register(args))?,
@@ -411,6 +415,11 @@ fn main() -> eyre::Result<()> {
         Command::Witness(args) => runtime()?.block_on(commands::witness(args))?,
         Command::Verify(args) => runtime()?.block_on(commands::verify(args))?,
         Command::Slash(args) => runtime()?.block_on(commands::slash(args))?,
+        Command::Devnet(args) => {
+            // The demo prints its own progress; library logs only from warn up.
+            commands::init_logging(cli.log_format.unwrap_or(LogFormat::Human), "warn");
+            runtime()?.block_on(demo::devnet(args))?;
+        }
         Command::Status { api } => runtime()?.block_on(commands::status(&api))?,
         Command::Inspect(args) => {
             let bytes = read_input(&args)?;

@@ -277,19 +277,19 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-/// The deterministic submitter order of `deal_id`: members sorted by
-/// `keccak256(dealId ‖ index)`, signers first. Returns `me`'s rank.
-pub fn submit_rank(deal_id: &B256, signers: &[u32], others: &[u32], me: u32) -> usize {
+/// The deterministic submitter order of `deal_id`: `members` sorted by
+/// `keccak256(dealId ‖ index)`. Returns `me`'s rank (`members.len()` if absent).
+/// Every node computes the same order from the committee alone, and the first
+/// submitter rotates from deal to deal.
+pub fn submit_rank(deal_id: &B256, members: &[u32], me: u32) -> usize {
     let key = |i: &u32| {
         let mut pre = deal_id.to_vec();
         pre.extend_from_slice(&i.to_be_bytes());
         keccak256(pre)
     };
-    let mut first: Vec<u32> = signers.to_vec();
-    first.sort_by_key(key);
-    let mut second: Vec<u32> = others.to_vec();
-    second.sort_by_key(key);
-    first.into_iter().chain(second).position(|i| i == me).unwrap_or(signers.len() + others.len())
+    let mut order = members.to_vec();
+    order.sort_by_key(key);
+    order.into_iter().position(|i| i == me).unwrap_or(members.len())
 }
 
 /// The libp2p identity in `data_dir/p2p.key`, created on first start (mode 0600).
@@ -1209,14 +1209,13 @@ impl Node {
         if matches!(d.view.phase, Phase::Signed | Phase::Observing) {
             d.view.phase = Phase::Certified;
         }
+        // The order is over the whole committee, not this node's certificate's
+        // signers: nodes holding different certificates still agree on it.
         let committee = self.committees.get(&qc.epoch);
         let members: Vec<u32> =
             committee.map(|c| c.members().iter().map(|m| m.index).collect()).unwrap_or_default();
-        let signers: Vec<u32> =
-            members.iter().copied().filter(|i| !qc.non_signers.contains(i)).collect();
         let me = self.my_key.as_ref().and_then(|k| committee?.index_of(k));
-        let rank =
-            me.map_or(members.len(), |me| submit_rank(&deal_id, &signers, &qc.non_signers, me));
+        let rank = me.map_or(members.len(), |me| submit_rank(&deal_id, &members, me));
         let delay = Duration::from_millis(self.cfg.pipeline.submit_slot_ms) * rank as u32;
         d.submit_at = Some(Instant::now() + delay);
         info!(target: "pipeline", deal = %deal_id, outcome = ?qc.commitment.outcome, non_signers = ?qc.non_signers, built_here, rank, "certificate");
@@ -1250,7 +1249,7 @@ impl Node {
             .collect();
         let rank = self
             .my_index(ev.first.epoch)
-            .map_or(honest.len(), |me| submit_rank(&deal_id, &honest, &[], me));
+            .map_or(honest.len(), |me| submit_rank(&deal_id, &honest, me));
         let delay = Duration::from_millis(self.cfg.pipeline.submit_slot_ms) * rank as u32;
         let wire = ev.to_wire();
         // For operators and `resolvd slash`: the evidence as a file.
@@ -1731,25 +1730,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn submit_order_is_a_permutation_with_signers_first() {
+    fn submit_order_is_a_rotating_permutation() {
+        let members = [0, 1, 2, 3, 5];
         let deal = B256::repeat_byte(7);
-        let signers = [0, 2, 3, 5];
-        let others = [1, 4];
         let mut ranks: Vec<usize> =
-            (0..6).map(|i| submit_rank(&deal, &signers, &others, i)).collect();
-        for s in signers {
-            assert!(submit_rank(&deal, &signers, &others, s) < 4);
-        }
+            members.iter().map(|&i| submit_rank(&deal, &members, i)).collect();
         ranks.sort_unstable();
-        assert_eq!(ranks, vec![0, 1, 2, 3, 4, 5]);
-        // Another deal orders differently (rotation of the first submitter).
+        assert_eq!(ranks, vec![0, 1, 2, 3, 4]);
+        assert_eq!(submit_rank(&deal, &members, 9), 5);
         let firsts: HashSet<u32> = (0u8..32)
             .map(|b| {
                 let d = B256::repeat_byte(b);
-                *signers.iter().find(|&&s| submit_rank(&d, &signers, &others, s) == 0).unwrap()
+                *members.iter().find(|&&m| submit_rank(&d, &members, m) == 0).unwrap()
             })
             .collect();
-        assert!(firsts.len() > 1);
-        assert_eq!(submit_rank(&deal, &signers, &others, 9), 6);
+        assert!(firsts.len() > 2, "the first submitter rotates");
     }
 }

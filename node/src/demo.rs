@@ -1,0 +1,278 @@
+//! `resolvd devnet`: a local network and a demo a newcomer can follow.
+
+#![allow(clippy::disallowed_macros)] // the demo's own terminal output
+
+use crate::{commands, ChainArgs, VerifyArgs};
+use alloy_primitives::{Address, B256, U256};
+use alloy_provider::Provider;
+use eyre::{ensure, WrapErr};
+use resolvd_node::{
+    chain::Chain,
+    config::{Byzantine, FaultConfig},
+    contracts::{IEscrow, IRegistry},
+    devnet::{DealKind, Devnet, DevnetOptions},
+};
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+/// Options of `resolvd devnet`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DevnetArgs {
+    /// Resolvers to run.
+    #[arg(long, default_value_t = 4)]
+    nodes: usize,
+    /// Parent directory of the run's directory (each run gets a fresh one).
+    #[arg(long, default_value = "./devnet-runs")]
+    base_dir: PathBuf,
+    /// First port: anvil, then p2p and API ports per node (0 = free ports).
+    #[arg(long, default_value_t = 0)]
+    base_port: u16,
+    /// The Foundry project with compiled artifacts in `out/`.
+    #[arg(long, default_value = "./contracts")]
+    contracts: PathBuf,
+    /// anvil binary (default: `.tools/bin/anvil`, then `$ANVIL`, then PATH).
+    #[arg(long)]
+    anvil: Option<PathBuf>,
+    /// Seconds per block.
+    #[arg(long, default_value_t = 1)]
+    block_time: u64,
+    /// Leave the network running after the demo (Ctrl-C stops it).
+    #[arg(long)]
+    keep: bool,
+}
+
+struct Row {
+    name: &'static str,
+    deal_id: B256,
+    verdict: String,
+    settlement: &'static str,
+    signers: String,
+    gas: u64,
+    tx: B256,
+    latency: Duration,
+}
+
+struct Clock(Instant);
+
+impl Clock {
+    fn step(&self, text: impl std::fmt::Display) {
+        println!("[{:>6.1}s] {text}", self.0.elapsed().as_secs_f64());
+    }
+}
+
+fn settlement_name(code: u8) -> &'static str {
+    match code {
+        1 => "released to seller",
+        2 => "refunded to buyer",
+        3 => "reclaimed",
+        4 => "timed out",
+        _ => "none",
+    }
+}
+
+async fn bonds(chain: &Chain, n: usize) -> eyre::Result<Vec<(Address, U256, bool)>> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let info = chain
+            .view(chain.registry, IRegistry::resolverInfoCall { index: U256::from(i) }, None)
+            .await?;
+        out.push((info.entry.operator, U256::from(info.entry.bond), info.entry.slashed));
+    }
+    Ok(out)
+}
+
+async fn settle_row(
+    net: &mut Devnet,
+    name: &'static str,
+    kind: DealKind,
+    clock: &Clock,
+) -> eyre::Result<Row> {
+    let content = net.deal_content(kind).await?;
+    clock.step(format_args!(
+        "{name}: seller's plan frozen on block {}, witness {} built over RPC",
+        content.evm_anchor.block_number,
+        short(resolvd_proto::ContentType::content_hash(&content.witness))
+    ));
+    let open = net.open_dispute(&content, &[0]).await?;
+    clock.step(format_args!(
+        "{name}: deal {} funded, delivered (witness uploaded to node 0 only), challenged in block {}",
+        short(open.deal_id),
+        open.block
+    ));
+    let deal = net.wait_settled(open.deal_id, Duration::from_secs(120)).await?;
+    let latency = open.challenged.elapsed();
+    let logs = net.verdict_logs(open.deal_id).await?;
+    let log = logs.first().ok_or_else(|| eyre::eyre!("no VerdictCommitted"))?;
+    let tx = log.transaction_hash.unwrap_or_default();
+    let receipt = net.provider.get_transaction_receipt(tx).await?;
+    let gas = receipt.map(|r| r.gas_used).unwrap_or_default();
+    // Signers as certified on chain: the non-signers in the resolve calldata.
+    let sent = net
+        .provider
+        .get_transaction_by_hash(tx)
+        .await?
+        .ok_or_else(|| eyre::eyre!("resolve transaction {tx} not found"))?;
+    let input = alloy_consensus::Transaction::input(&sent);
+    let call = <IEscrow::resolveCall as alloy_sol_types::SolCall>::abi_decode(input)?;
+    let non_signers: Vec<u64> = call.nonSigners.iter().map(|i| i.to::<u64>()).collect();
+    let signers: Vec<String> = (0..net.nodes.len() as u64)
+        .filter(|i| !non_signers.contains(i))
+        .map(|i| i.to_string())
+        .collect();
+    let verdict = match call.commitment.outcome {
+        0 => "reproduced",
+        _ => "failed",
+    };
+    let row = Row {
+        name,
+        deal_id: open.deal_id,
+        verdict: verdict.to_owned(),
+        settlement: settlement_name(deal.settlement),
+        signers: format!("{} of {} [{}]", signers.len(), net.nodes.len(), signers.join(",")),
+        gas,
+        tx,
+        latency,
+    };
+    clock.step(format_args!(
+        "{name}: {} → {} by certificate of {} (resolve gas {gas}, {:.1}s after the challenge)",
+        row.verdict,
+        row.settlement,
+        row.signers,
+        latency.as_secs_f64()
+    ));
+    Ok(row)
+}
+
+fn short(h: B256) -> String {
+    let s = h.to_string();
+    format!("{}…{}", &s[..10], &s[s.len() - 4..])
+}
+
+/// Runs the demo; Ctrl-C at any point stops every process.
+pub(crate) async fn devnet(args: DevnetArgs) -> eyre::Result<()> {
+    let workspace = std::env::current_dir()?;
+    let mut options =
+        DevnetOptions::for_workspace(&workspace, std::env::current_exe()?, args.base_dir.clone());
+    options.nodes = args.nodes;
+    options.contracts = args.contracts.clone();
+    options.block_time = args.block_time;
+    options.base_port = (args.base_port != 0).then_some(args.base_port);
+    if let Some(a) = &args.anvil {
+        options.anvil = a.clone();
+    }
+    ensure!(args.nodes >= 4, "the demo needs at least 4 resolvers (one turns byzantine)");
+    tokio::select! {
+        r = demo(options, args.keep) => r,
+        _ = tokio::signal::ctrl_c() => {
+            println!("\ninterrupted: stopping every node and anvil");
+            Ok(())
+        }
+    }
+}
+
+async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
+    let clock = Clock(Instant::now());
+    let n = options.nodes;
+    clock.step(format_args!("starting anvil (Prague), deploying, registering {n} resolvers"));
+    let mut net = Devnet::launch(options).await.wrap_err("launching the devnet")?;
+    clock.step(format_args!(
+        "devnet up in {}: escrow {}, registry {}, {n} resolvd nodes meshed",
+        net.dir.display(),
+        net.deployment.escrow,
+        net.deployment.registry
+    ));
+    let chain = Chain::connect(&net.anvil.url, net.deployment.escrow, None).await?;
+    let before = bonds(&chain, n).await?;
+
+    let mut rows = Vec::new();
+    rows.push(settle_row(&mut net, "1 honest delivery", DealKind::Honest, &clock).await?);
+    rows.push(settle_row(&mut net, "2 false claim", DealKind::FalseClaim, &clock).await?);
+
+    let byzantine = n - 1;
+    clock.step(format_args!("3 resolver {byzantine} turns byzantine: it will sign both outcomes"));
+    net.nodes[byzantine].stop();
+    net.nodes[byzantine].config.fault =
+        FaultConfig { byzantine: Some(Byzantine::Equivocate), ..Default::default() };
+    net.start_node(byzantine)?;
+    net.nodes[byzantine].wait_healthy(Duration::from_secs(30)).await?;
+    net.wait_mesh(Duration::from_secs(30)).await?;
+    rows.push(settle_row(&mut net, "3 honest, one equivocator", DealKind::Honest, &clock).await?);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !chain.is_slashed(byzantine as u32).await? {
+        ensure!(Instant::now() < deadline, "the equivocator was not slashed in time");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    clock.step(format_args!(
+        "3 the other nodes' slashers submitted the equivocation evidence: resolver {byzantine} slashed"
+    ));
+
+    let verify = VerifyArgs {
+        chain: ChainArgs { rpc_url: net.anvil.url.clone(), escrow: net.deployment.escrow },
+        deal_id: rows[0].deal_id,
+        api: Some(format!("http://{}", net.nodes[0].api)),
+        witness: None,
+    };
+    let (_, matches) = commands::verify_report(&verify).await?;
+    ensure!(matches, "resolvd verify disagrees with the chain");
+    clock.step(format_args!(
+        "4 `resolvd verify {}` (no key): replayed commitment == certified commitment",
+        short(rows[0].deal_id)
+    ));
+    let after = bonds(&chain, n).await?;
+
+    println!("\nDeals");
+    println!(
+        "| {:<26} | {:<10} | {:<18} | {:<16} | {:>11} | {:<66} | {:>9} |",
+        "deal", "verdict", "settlement", "signers", "resolve gas", "resolve tx", "latency"
+    );
+    println!("|{}|", "-".repeat(180));
+    for r in &rows {
+        println!(
+            "| {:<26} | {:<10} | {:<18} | {:<16} | {:>11} | {:<66} | {:>8.1}s |",
+            r.name,
+            r.verdict,
+            r.settlement,
+            r.signers,
+            r.gas,
+            r.tx,
+            r.latency.as_secs_f64()
+        );
+    }
+    println!("\nResolvers (bond in TUSD)");
+    println!(
+        "| {:<5} | {:<42} | {:>12} | {:>12} | {:<8} |",
+        "index", "operator", "bond before", "bond after", "slashed"
+    );
+    println!("|{}|", "-".repeat(94));
+    let tusd = |v: U256| v / U256::from(10u64).pow(U256::from(18u64));
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        println!(
+            "| {:<5} | {:<42} | {:>12} | {:>12} | {:<8} |",
+            i,
+            b.0,
+            tusd(b.1),
+            tusd(a.1),
+            if a.2 { "yes" } else { "no" }
+        );
+    }
+    if keep {
+        println!("\nThe network keeps running (Ctrl-C stops it):");
+        println!("  anvil       {}", net.anvil.url);
+        println!("  escrow      {}", net.deployment.escrow);
+        for node in &net.nodes {
+            println!(
+                "  node {}      api http://{}/status  metrics http://{}/metrics  log {}",
+                node.index,
+                node.api,
+                node.api,
+                node.log_path().display()
+            );
+        }
+        std::future::pending::<()>().await;
+    }
+    net.shutdown();
+    clock.step("stopped every node and anvil");
+    Ok(())
+}
