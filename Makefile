@@ -9,7 +9,15 @@ TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 
-.PHONY: test tools fmt lint rust-test contracts-test vectors fixtures bench bench-node fuzz
+.PHONY: devnet test tools fmt lint rust-test contracts-test vectors fixtures bench bench-node fuzz
+
+## devnet: install what is missing, build, run the local network demo
+## (DEVNET_ARGS="--nodes 5 --keep" for options; see `resolvd devnet --help`).
+DEVNET_ARGS ?=
+devnet: tools
+	cd contracts && forge build
+	cargo build --locked --bin resolvd
+	"$${CARGO_TARGET_DIR:-target}/debug/resolvd" devnet $(DEVNET_ARGS)
 
 ## test: install what is missing, then every check and every test.
 test: tools lint contracts-test rust-test

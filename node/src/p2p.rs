@@ -297,7 +297,10 @@ pub fn build_swarm(
             // Rejected messages cost score on their topic (-100 x count^2,
             // decaying ~1 %/s: a half-life of about 70 s); below the graylist
             // threshold (-80) a peer's messages are ignored. Time in mesh earns
-            // at most +0.6 per topic, so it never hides misbehaviour.
+            // at most +0.6 per topic, so it never hides misbehaviour. Mesh
+            // delivery-rate penalties (P3, P3b) are off: resolvd traffic is a
+            // few messages per dispute, and the default threshold of 20
+            // deliveries per window would graylist every honest peer.
             let mut params = gossipsub::PeerScoreParams::default();
             for topic in Topic::ALL {
                 params.topics.insert(
@@ -307,6 +310,8 @@ pub fn build_swarm(
                         time_in_mesh_weight: 0.01,
                         time_in_mesh_quantum: Duration::from_secs(1),
                         time_in_mesh_cap: 60.0,
+                        mesh_message_deliveries_weight: 0.0,
+                        mesh_failure_penalty_weight: 0.0,
                         invalid_message_deliveries_weight: -100.0,
                         invalid_message_deliveries_decay: 0.99,
                         ..Default::default()
