@@ -16,7 +16,7 @@ export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 DEVNET_ARGS ?=
 devnet: tools
 	cd contracts && forge build
-	cargo build --locked --bin resolvd
+	cargo build --workspace --locked
 	"$${CARGO_TARGET_DIR:-target}/debug/resolvd" devnet $(DEVNET_ARGS)
 
 ## test: install what is missing, then every check and every test.

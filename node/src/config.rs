@@ -181,8 +181,7 @@ pub struct FaultConfig {
     /// Abort the process right after the first signature is persisted and
     /// before it is gossiped (crash-safety test).
     pub crash_after_persist: bool,
-    /// Byzantine behaviour: `equivocate` also signs the opposite outcome,
-    /// bypassing slashing protection, and gossips both.
+    /// Byzantine behaviour (see [`Byzantine`]).
     pub byzantine: Option<Byzantine>,
 }
 
@@ -190,8 +189,14 @@ pub struct FaultConfig {
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Byzantine {
-    /// Sign both outcomes for every dispute.
+    /// Sign both outcomes for every dispute, bypassing slashing protection
+    /// for the second (slashable).
     Equivocate,
+    /// Sign only the opposite of the replayed outcome (a wrong verdict; not
+    /// slashable on its own: dissent is not equivocation).
+    Flip,
+    /// Replay but never sign or gossip a partial.
+    Withhold,
 }
 
 impl NodeConfig {

@@ -94,6 +94,60 @@ impl Drop for Anvil {
     }
 }
 
+/// A TCP proxy that carries one directed p2p link (node i dialling node j)
+/// and can cut it: existing connections are dropped, new ones refused.
+/// Partitions in the chaos suite are made of these.
+#[derive(Debug)]
+pub struct LinkProxy {
+    /// Where the dialling node connects.
+    pub addr: SocketAddr,
+    up: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LinkProxy {
+    /// Starts a proxy to `target` on a free 127.0.0.1 port.
+    pub async fn start(target: SocketAddr) -> eyre::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (up, rx) = tokio::sync::watch::channel(true);
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if !*rx.borrow() {
+                    continue; // dropped: the link is cut
+                }
+                let mut rx = rx.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = rx.wait_for(|up| !*up) => {}
+                    }
+                });
+            }
+        });
+        Ok(Self { addr, up, task })
+    }
+
+    /// Cuts (`false`) or restores (`true`) the link.
+    pub fn set_up(&self, up: bool) {
+        self.up.send_replace(up);
+    }
+
+    /// Whether the link is up.
+    pub fn is_up(&self) -> bool {
+        *self.up.borrow()
+    }
+}
+
+impl Drop for LinkProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Creation bytecode of the contracts, from forge's artifacts.
 #[derive(Clone, Debug)]
 pub struct Artifacts {
@@ -390,6 +444,8 @@ pub struct DevnetOptions {
     /// Fixed ports: anvil on `base`, node i's p2p on `base + 1 + 2i` and API
     /// on `base + 2 + 2i` (free ports if `None`).
     pub base_port: Option<u16>,
+    /// Route every p2p link through a [`LinkProxy`] so tests can partition.
+    pub link_proxies: bool,
 }
 
 impl DevnetOptions {
@@ -412,6 +468,7 @@ impl DevnetOptions {
             faults: Vec::new(),
             with_accounts: None,
             base_port: None,
+            link_proxies: false,
         }
     }
 }
@@ -468,6 +525,8 @@ pub struct Devnet {
     pub nodes: Vec<DevNode>,
     /// Options.
     pub options: DevnetOptions,
+    /// Directed link proxies `(from, to)` when `options.link_proxies`.
+    pub links: Vec<((usize, usize), LinkProxy)>,
     salt: u64,
 }
 
@@ -540,6 +599,18 @@ impl Devnet {
             .collect::<eyre::Result<_>>()?;
         let addrs: Vec<String> =
             ports.iter().map(|(p2p, _)| format!("/ip4/127.0.0.1/tcp/{p2p}")).collect();
+        let mut links = Vec::new();
+        if options.link_proxies {
+            for i in 0..options.nodes {
+                for (j, &(p2p, _)) in ports.iter().enumerate() {
+                    if i != j {
+                        let proxy =
+                            LinkProxy::start(SocketAddr::from(([127, 0, 0, 1], p2p))).await?;
+                        links.push(((i, j), proxy));
+                    }
+                }
+            }
+        }
         let mut nodes = Vec::with_capacity(options.nodes);
         for (i, &(_, api_port)) in ports.iter().enumerate() {
             let node_dir = dir.join(format!("node{i}"));
@@ -596,8 +667,15 @@ impl Devnet {
             config.keys.bls_keystore = Some(bls_keystore);
             config.keys.password_file = Some(password_file);
             config.p2p.listen = addrs[i].clone();
-            config.p2p.bootstrap =
-                addrs.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, a)| a.clone()).collect();
+            config.p2p.bootstrap = if options.link_proxies {
+                links
+                    .iter()
+                    .filter(|((from, _), _)| *from == i)
+                    .map(|(_, p)| format!("/ip4/127.0.0.1/tcp/{}", p.addr.port()))
+                    .collect()
+            } else {
+                addrs.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, a)| a.clone()).collect()
+            };
             config.p2p.heartbeat_ms = 200;
             config.api.listen = SocketAddr::from(([127, 0, 0, 1], api_port));
             config.pipeline.retry_ms = 500;
@@ -616,7 +694,8 @@ impl Devnet {
             });
         }
         tracing::info!(target: "devnet", nodes = nodes.len(), elapsed = ?started.elapsed(), "resolvers registered");
-        let mut net = Self { dir, anvil, provider, accounts, deployment, nodes, options, salt: 0 };
+        let mut net =
+            Self { dir, anvil, provider, accounts, deployment, nodes, options, links, salt: 0 };
         for i in 0..net.nodes.len() {
             net.start_node(i)?;
         }
@@ -626,6 +705,15 @@ impl Devnet {
         net.wait_mesh(Duration::from_secs(30)).await?;
         tracing::info!(target: "devnet", elapsed = ?started.elapsed(), dir = %net.dir.display(), "devnet up");
         Ok(net)
+    }
+
+    /// Cuts or restores every link between `a` and `b` (both directions).
+    pub fn set_link(&self, a: usize, b: usize, up: bool) {
+        for ((from, to), proxy) in &self.links {
+            if (*from, *to) == (a, b) || (*from, *to) == (b, a) {
+                proxy.set_up(up);
+            }
+        }
     }
 
     /// Starts node `i` (after a kill or stop).

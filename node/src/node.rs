@@ -273,6 +273,13 @@ pub struct Node {
     crash_armed: bool,
 }
 
+fn flip(outcome: ReexecVerdict) -> ReexecVerdict {
+    match outcome {
+        ReexecVerdict::Reproduced => ReexecVerdict::Failed,
+        ReexecVerdict::Failed => ReexecVerdict::Reproduced,
+    }
+}
+
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
@@ -365,7 +372,7 @@ impl Node {
         let my_key = secret.as_ref().map(SecretKey::public_key);
         let raw_key = match cfg.fault.byzantine {
             Some(Byzantine::Equivocate) => secret.clone(),
-            None => None,
+            _ => None,
         };
         let signer = secret.map(|s| ProtectedSigner::new(s, SharedStore(store.clone())));
         let crash_armed = cfg.fault.crash_after_persist;
@@ -1000,9 +1007,20 @@ impl Node {
         self.sign(deal_id, commitment);
     }
 
-    fn sign(&mut self, deal_id: B256, commitment: VerdictCommitment) {
+    fn sign(&mut self, deal_id: B256, mut commitment: VerdictCommitment) {
         let Some(d) = self.disputes.get(&deal_id) else { return };
         let epoch = d.info.epoch;
+        match self.cfg.fault.byzantine {
+            Some(Byzantine::Withhold) => {
+                warn!(target: "fault", deal = %deal_id, "fault.byzantine = withhold: not signing");
+                return;
+            }
+            Some(Byzantine::Flip) => {
+                warn!(target: "fault", deal = %deal_id, "fault.byzantine = flip: signing the opposite outcome");
+                commitment.outcome = flip(commitment.outcome);
+            }
+            _ => {}
+        }
         let (Some(index), Some(signer)) = (self.my_index(epoch), self.signer.as_mut()) else {
             if let Some(d) = self.disputes.get_mut(&deal_id) {
                 d.view.phase =
@@ -1050,10 +1068,7 @@ impl Node {
         self.queue_partial(partial, None);
         if let Some(raw) = &self.raw_key {
             let mut other = commitment;
-            other.outcome = match commitment.outcome {
-                ReexecVerdict::Reproduced => ReexecVerdict::Failed,
-                ReexecVerdict::Failed => ReexecVerdict::Reproduced,
-            };
+            other.outcome = flip(commitment.outcome);
             let sig = raw.sign(&other.eip712_digest(&self.domain));
             let p = SignedVerdict {
                 commitment: other,
