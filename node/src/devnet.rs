@@ -868,12 +868,20 @@ impl Devnet {
 
     /// Waits until the chain is past block `n`.
     pub async fn wait_past(&self, n: u64) -> eyre::Result<()> {
+        use alloy_rpc_types_eth::BlockNumberOrTag;
         let deadline = Instant::now() + Duration::from_secs(30);
-        while self.provider.get_block_number().await? <= n {
+        let stamp = |b: Option<alloy_rpc_types_eth::Block>| b.map(|b| b.header.timestamp);
+        let base = stamp(self.provider.get_block_by_number(BlockNumberOrTag::Number(n)).await?)
+            .ok_or_else(|| eyre!("block {n} not found"))?;
+        // A later block with a later timestamp (the escrow compares times).
+        loop {
+            let latest = stamp(self.provider.get_block_by_number(BlockNumberOrTag::Latest).await?);
+            if latest.is_some_and(|t| t > base) {
+                return Ok(());
+            }
             ensure!(Instant::now() < deadline, "chain stuck at block {n}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Ok(())
     }
 
     /// The escrow's record of a deal.

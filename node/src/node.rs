@@ -256,6 +256,7 @@ pub struct Node {
     buffered: Vec<(SignedVerdict, Option<Origin>)>,
     deferred: HashMap<(B256, u32), (SignedVerdict, Vec<Origin>)>,
     confirming: HashMap<B256, Vec<Origin>>,
+    chain_confirming: HashSet<B256>,
     fetches: HashMap<OutboundRequestId, (ContentRequest, PeerId)>,
     fetching: HashSet<B256>,
     banned: HashSet<PeerId>,
@@ -395,6 +396,7 @@ impl Node {
             buffered: Vec::new(),
             deferred: HashMap::new(),
             confirming: HashMap::new(),
+            chain_confirming: HashSet::new(),
             fetches: HashMap::new(),
             fetching: HashSet::new(),
             banned: HashSet::new(),
@@ -766,9 +768,14 @@ impl Node {
         }
         let chain = self.chain.clone();
         let tx = self.tx.clone();
-        let at = self.head.saturating_sub(self.cfg.chain.confirmations);
+        let confirmations = self.cfg.chain.confirmations;
         tokio::spawn(async move {
-            let result = chain.confirms(&a, Some(at)).await;
+            // At the node's own confirmed head, read now (not the watcher's
+            // last head, which may lag the peer that announced it).
+            let result = match chain.head().await {
+                Ok(head) => chain.confirms(&a, Some(head.saturating_sub(confirmations))).await,
+                Err(e) => Err(e),
+            };
             let _ = tx.send(Internal::Confirmed {
                 announcement: Box::new(a),
                 result,
@@ -1325,7 +1332,16 @@ impl Node {
             }
             Internal::Confirmed { announcement, result, from_chain } => {
                 let deal_id = announcement.deal_id;
-                let waiting = self.confirming.remove(&deal_id).unwrap_or_default();
+                if from_chain {
+                    self.chain_confirming.remove(&deal_id);
+                }
+                // Gossip copies waiting for a verdict: answered by a chain
+                // confirmation too, or by their own.
+                let waiting = if from_chain && !matches!(result, Ok(true)) {
+                    Vec::new()
+                } else {
+                    self.confirming.remove(&deal_id).unwrap_or_default()
+                };
                 let acceptance = match result {
                     Ok(true) => {
                         self.start_dispute(*announcement);
@@ -1334,11 +1350,15 @@ impl Node {
                     Ok(false) if from_chain => {
                         // Confirmed on chain but no longer disputed: settled
                         // while this node was away. Recorded, never worked on.
-                        info!(target: "chain", deal = %deal_id, "dispute already settled: nothing to do");
-                        self.store.put_dispute(&announcement, DisputeStatus::Settled)?;
-                        let mut d = Dispute::new(*announcement);
-                        d.view.phase = Phase::Settled;
-                        self.disputes.entry(deal_id).or_insert(d);
+                        if self.disputes.contains_key(&deal_id) {
+                            self.settle(deal_id, None);
+                        } else {
+                            info!(target: "chain", deal = %deal_id, "dispute already settled: nothing to do");
+                            self.store.put_dispute(&announcement, DisputeStatus::Settled)?;
+                            let mut d = Dispute::new(*announcement);
+                            d.view.phase = Phase::Settled;
+                            self.disputes.insert(deal_id, d);
+                        }
                         MessageAcceptance::Accept
                     }
                     Ok(false) => {
@@ -1429,7 +1449,7 @@ impl Node {
     }
 
     fn retry_confirm(&mut self, a: DisputeAnnouncement) {
-        self.confirming.insert(a.deal_id, Vec::new());
+        self.chain_confirming.insert(a.deal_id);
         let (chain, tx) = (self.chain.clone(), self.tx.clone());
         let wait = Duration::from_millis(self.cfg.pipeline.retry_ms);
         tokio::spawn(async move {
@@ -1446,14 +1466,15 @@ impl Node {
     fn on_chain_event(&mut self, event: ChainEvent) {
         match event {
             ChainEvent::Disputed(a) => {
+                // A gossip confirmation in flight does not stop this one: it
+                // may have been asked at a block before the dispute.
                 if self.disputes.contains_key(&a.deal_id)
-                    || self.confirming.contains_key(&a.deal_id)
+                    || !self.chain_confirming.insert(a.deal_id)
                 {
                     return;
                 }
                 // A node catching up may see the dispute after it was settled:
                 // check the current state before doing any work.
-                self.confirming.insert(a.deal_id, Vec::new());
                 let chain = self.chain.clone();
                 let tx = self.tx.clone();
                 tokio::spawn(async move {
