@@ -9,7 +9,7 @@ TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 
-.PHONY: devnet test tools fmt lint rust-test contracts-test vectors fixtures bench bench-node fuzz
+.PHONY: devnet test deploy-test tools fmt lint rust-test contracts-test vectors fixtures bench bench-node fuzz
 
 ## devnet: install what is missing, build, run the local network demo
 ## (DEVNET_ARGS="--nodes 5 --keep" for options; see `resolvd devnet --help`).
@@ -20,7 +20,7 @@ devnet: tools
 	"$${CARGO_TARGET_DIR:-target}/debug/resolvd" devnet $(DEVNET_ARGS)
 
 ## test: install what is missing, then every check and every test.
-test: tools lint contracts-test rust-test
+test: tools lint contracts-test rust-test deploy-test
 
 ## tools: Foundry + solc (npm), libclang-dev (apt), cargo-nextest.
 tools:
@@ -36,6 +36,12 @@ rust-test:
 
 contracts-test:
 	cd contracts && forge test
+
+## deploy-test: offline checks of deploy/ (Kustomize + Kubernetes schemas, node.toml
+## keys, flags and env vars, compose consistency, systemd-analyze verify).
+deploy-test:
+	cargo build --workspace --locked
+	deploy/validate.sh
 
 ## fmt: format Rust and Solidity.
 fmt:

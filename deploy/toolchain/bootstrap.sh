@@ -9,6 +9,7 @@
 #   contracts/node_modules/   OpenZeppelin 5.7.0, pinned by contracts/package-lock.json
 #   apt             libclang-dev (bindgen for RocksDB), when missing
 #   cargo           cargo-nextest, when missing
+#   .tools/venv/    kubernetes-validate 1.31.0 (pip), for deploy/validate.sh
 #
 # Environment: RESOLVD_TOOLS overrides the install folder.
 set -euo pipefail
@@ -65,6 +66,14 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest >/dev/null
 fi
 
+# --- kubernetes-validate (offline schema checks of the Kustomize output) --------
+kv_version=1.31.0
+if ! "$tools/venv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$kv_version"; then
+  say "installing kubernetes-validate $kv_version into $tools/venv"
+  python3 -m venv "$tools/venv"
+  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$kv_version"
+fi
+
 # --- report -------------------------------------------------------------------
 say "forge:   $("$tools/bin/forge" --version | head -n1)"
 say "anvil:   $("$tools/bin/anvil" --version | head -n1)"
@@ -73,3 +82,4 @@ say "solc:    $("$tools/bin/solc" --version | tail -n1) (solcjs shim: $tools/bin
 say "oz:      @openzeppelin/contracts $(node -p "require('$contracts/node_modules/@openzeppelin/contracts/package.json').version")"
 say "nextest: $(cargo nextest --version | head -n1)"
 say "clang:   $(dpkg-query -W -f='libclang-dev ${Version}' libclang-dev)"
+say "k8s:     $("$tools/venv/bin/kubernetes-validate" --version 2>&1 | head -n1)"

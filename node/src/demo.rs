@@ -41,6 +41,17 @@ pub(crate) struct DevnetArgs {
     /// Leave the network running after the demo (Ctrl-C stops it).
     #[arg(long)]
     keep: bool,
+    /// Only deploy and register on `--rpc-url` and write each node's
+    /// directory (node.toml, keystores, password) under `--base-dir`, for
+    /// docker compose (`--hosts node0,node1,...`); start nothing.
+    #[arg(long, requires = "rpc_url")]
+    setup_only: bool,
+    /// An existing dev chain (anvil, unlocked accounts) instead of starting anvil.
+    #[arg(long)]
+    rpc_url: Option<String>,
+    /// Container host names of the nodes (with --setup-only).
+    #[arg(long, value_delimiter = ',')]
+    hosts: Option<Vec<String>>,
 }
 
 struct Row {
@@ -162,6 +173,26 @@ pub(crate) async fn devnet(args: DevnetArgs) -> eyre::Result<()> {
     if let Some(a) = &args.anvil {
         options.anvil = a.clone();
     }
+    options.rpc_url = args.rpc_url.clone();
+    options.hosts = args.hosts.clone();
+    if args.setup_only {
+        let net = Devnet::provision(options).await?;
+        println!(
+            "deployed on {}: token {}, registry {}, escrow {}; {} node directories in {}",
+            net.rpc_url,
+            net.deployment.token,
+            net.deployment.registry,
+            net.deployment.escrow,
+            net.nodes.len(),
+            net.dir.display()
+        );
+        // The run directory's name is random: leave a stable link for the nodes.
+        let latest = args.base_dir.join("latest");
+        let _ = std::fs::remove_file(&latest);
+        let name = net.dir.file_name().ok_or_else(|| eyre::eyre!("run directory"))?;
+        std::os::unix::fs::symlink(name, &latest)?;
+        return Ok(());
+    }
     ensure!(args.nodes >= 4, "the demo needs at least 4 resolvers (one turns byzantine)");
     tokio::select! {
         r = demo(options, args.keep) => r,
@@ -183,7 +214,7 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
         net.deployment.escrow,
         net.deployment.registry
     ));
-    let chain = Chain::connect(&net.anvil.url, net.deployment.escrow, None).await?;
+    let chain = Chain::connect(&net.rpc_url, net.deployment.escrow, None).await?;
     let before = bonds(&chain, n).await?;
 
     let mut rows = Vec::new();
@@ -209,7 +240,7 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
     ));
 
     let verify = VerifyArgs {
-        chain: ChainArgs { rpc_url: net.anvil.url.clone(), escrow: net.deployment.escrow },
+        chain: ChainArgs { rpc_url: net.rpc_url.clone(), escrow: net.deployment.escrow },
         deal_id: rows[0].deal_id,
         api: Some(format!("http://{}", net.nodes[0].api)),
         witness: None,
@@ -259,7 +290,7 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
     }
     if keep {
         println!("\nThe network keeps running (Ctrl-C stops it):");
-        println!("  anvil       {}", net.anvil.url);
+        println!("  anvil       {}", net.rpc_url);
         println!("  escrow      {}", net.deployment.escrow);
         for node in &net.nodes {
             println!(

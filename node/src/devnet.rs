@@ -446,6 +446,12 @@ pub struct DevnetOptions {
     pub base_port: Option<u16>,
     /// Route every p2p link through a [`LinkProxy`] so tests can partition.
     pub link_proxies: bool,
+    /// Use this chain (with anvil's unlocked dev accounts) instead of starting anvil.
+    pub rpc_url: Option<String>,
+    /// Container layout (docker compose): node i is reachable as `hosts[i]`,
+    /// listens on 0.0.0.0 (p2p 9400, API 9500), keeps data in `/data` and
+    /// finds its keystores under `/shared/latest/node<i>/`.
+    pub hosts: Option<Vec<String>>,
 }
 
 impl DevnetOptions {
@@ -469,6 +475,8 @@ impl DevnetOptions {
             with_accounts: None,
             base_port: None,
             link_proxies: false,
+            rpc_url: None,
+            hosts: None,
         }
     }
 }
@@ -513,8 +521,10 @@ pub struct OpenDeal {
 pub struct Devnet {
     /// The run's directory.
     pub dir: PathBuf,
-    /// anvil.
-    pub anvil: Anvil,
+    /// anvil, when the devnet started it.
+    pub anvil: Option<Anvil>,
+    /// The chain's JSON-RPC URL.
+    pub rpc_url: String,
     /// Provider (anvil's unlocked accounts send).
     pub provider: DynProvider,
     /// anvil's accounts: 0 deployer, 1 buyer, 2 seller, 3 payer (of the plans).
@@ -540,6 +550,23 @@ impl Devnet {
     /// Starts anvil, deploys, registers `nodes` resolvers and starts them.
     pub async fn launch(options: DevnetOptions) -> eyre::Result<Self> {
         let started = Instant::now();
+        let mut net = Self::provision(options).await?;
+        for i in 0..net.nodes.len() {
+            net.start_node(i)?;
+        }
+        for node in &net.nodes {
+            node.wait_healthy(Duration::from_secs(60)).await?;
+        }
+        net.wait_mesh(Duration::from_secs(30)).await?;
+        tracing::info!(target: "devnet", elapsed = ?started.elapsed(), dir = %net.dir.display(), "devnet up");
+        Ok(net)
+    }
+
+    /// Starts anvil (unless `options.rpc_url`), deploys, creates and
+    /// registers the resolvers and writes each one's directory (`node.toml`,
+    /// keystores, password); starts no node.
+    pub async fn provision(options: DevnetOptions) -> eyre::Result<Self> {
+        let started = Instant::now();
         std::fs::create_dir_all(&options.base_dir)?;
         let dir = tempfile::Builder::new().prefix("devnet-").tempdir_in(&options.base_dir)?.keep();
         let artifacts = Artifacts::load(&options.contracts)?;
@@ -551,9 +578,20 @@ impl Devnet {
                 None => free_port(),
             }
         };
-        let anvil =
-            Anvil::start(&options.anvil, port(0)?, options.block_time, &dir.join("anvil.log"))?;
-        let provider = ProviderBuilder::new().connect_http(anvil.url.parse()?).erased();
+        let (anvil, rpc_url) = match &options.rpc_url {
+            Some(url) => (None, url.clone()),
+            None => {
+                let a = Anvil::start(
+                    &options.anvil,
+                    port(0)?,
+                    options.block_time,
+                    &dir.join("anvil.log"),
+                )?;
+                let url = a.url.clone();
+                (Some(a), url)
+            }
+        };
+        let provider = ProviderBuilder::new().connect_http(rpc_url.parse()?).erased();
         let mut ready = false;
         for _ in 0..100 {
             if provider.get_chain_id().await.is_ok() {
@@ -562,7 +600,7 @@ impl Devnet {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        ensure!(ready, "anvil did not answer on {}", anvil.url);
+        ensure!(ready, "the chain did not answer on {rpc_url}");
         let accounts = provider.get_accounts().await?;
         ensure!(accounts.len() >= 4, "anvil has too few accounts");
         let deployment = deploy(&provider, &artifacts, accounts[0]).await?;
@@ -649,12 +687,12 @@ impl Devnet {
                 IERC20::mintCall { to: operator, amount: U256::from(BOND) },
             )
             .await?;
-            let chain = Chain::connect(&anvil.url, deployment.escrow, Some(account)).await?;
+            let chain = Chain::connect(&rpc_url, deployment.escrow, Some(account)).await?;
             let (_, index) = chain.register(&secret, U256::from(BOND)).await?;
             ensure!(index == i as u64, "resolver {i} got registry index {index}");
 
             let mut config = NodeConfig { data_dir: node_dir.join("data"), ..Default::default() };
-            config.chain.rpc_url = anvil.url.clone();
+            config.chain.rpc_url = rpc_url.clone();
             config.chain.escrow = deployment.escrow;
             config.chain.confirmations = options.confirmations;
             config.chain.poll_interval_ms = 200;
@@ -693,18 +731,44 @@ impl Devnet {
                 child: None,
             });
         }
+        if let Some(hosts) = &options.hosts {
+            ensure!(hosts.len() == nodes.len(), "one host name per node");
+            for (i, node) in nodes.iter_mut().enumerate() {
+                let c = &mut node.config;
+                let shared = PathBuf::from(format!("/shared/latest/node{i}"));
+                c.data_dir = "/data".into();
+                c.p2p.listen = "/ip4/0.0.0.0/tcp/9400".into();
+                c.p2p.bootstrap = hosts
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, h)| format!("/dns4/{h}/tcp/9400"))
+                    .collect();
+                c.api.listen = SocketAddr::from(([0, 0, 0, 0], 9500));
+                c.keys.bls_keystore = Some(shared.join("bls-keystore.json"));
+                c.keys.password_file = Some(shared.join("password"));
+                if c.chain.account_keystore.is_some() {
+                    c.chain.account_keystore = Some(shared.join("account.json"));
+                    c.chain.account_password_file = Some(shared.join("password"));
+                }
+            }
+        }
+        for node in &nodes {
+            std::fs::write(node.config_path(), toml::to_string(&node.config)?)?;
+        }
         tracing::info!(target: "devnet", nodes = nodes.len(), elapsed = ?started.elapsed(), "resolvers registered");
-        let mut net =
-            Self { dir, anvil, provider, accounts, deployment, nodes, options, links, salt: 0 };
-        for i in 0..net.nodes.len() {
-            net.start_node(i)?;
-        }
-        for node in &net.nodes {
-            node.wait_healthy(Duration::from_secs(60)).await?;
-        }
-        net.wait_mesh(Duration::from_secs(30)).await?;
-        tracing::info!(target: "devnet", elapsed = ?started.elapsed(), dir = %net.dir.display(), "devnet up");
-        Ok(net)
+        Ok(Self {
+            dir,
+            anvil,
+            rpc_url,
+            provider,
+            accounts,
+            deployment,
+            nodes,
+            options,
+            links,
+            salt: 0,
+        })
     }
 
     /// Cuts or restores every link between `a` and `b` (both directions).

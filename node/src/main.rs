@@ -92,7 +92,19 @@ pub(crate) struct RunArgs {
     /// Overrides `api.listen`.
     #[arg(long, env = "RESOLVD_API_LISTEN")]
     pub(crate) api_listen: Option<SocketAddr>,
-    /// Print the effective configuration as TOML and exit.
+    /// Overrides `keys.bls_keystore`.
+    #[arg(long, env = "RESOLVD_BLS_KEYSTORE")]
+    pub(crate) bls_keystore: Option<PathBuf>,
+    /// Overrides `keys.password_file`.
+    #[arg(long, env = "RESOLVD_PASSWORD_FILE")]
+    pub(crate) password_file: Option<PathBuf>,
+    /// Overrides `chain.account_keystore`.
+    #[arg(long, env = "RESOLVD_ACCOUNT_KEYSTORE")]
+    pub(crate) account_keystore: Option<PathBuf>,
+    /// Overrides `chain.account_password_file`.
+    #[arg(long, env = "RESOLVD_ACCOUNT_PASSWORD_FILE")]
+    pub(crate) account_password_file: Option<PathBuf>,
+    /// Check the effective configuration, print it as TOML and exit.
     #[arg(long)]
     pub(crate) print_config: bool,
 }
@@ -124,6 +136,18 @@ impl RunArgs {
         }
         if let Some(v) = self.api_listen {
             c.api.listen = v;
+        }
+        if let Some(v) = &self.bls_keystore {
+            c.keys.bls_keystore = Some(v.clone());
+        }
+        if let Some(v) = &self.password_file {
+            c.keys.password_file = Some(v.clone());
+        }
+        if let Some(v) = &self.account_keystore {
+            c.chain.account_keystore = Some(v.clone());
+        }
+        if let Some(v) = &self.account_password_file {
+            c.chain.account_password_file = Some(v.clone());
         }
         if let Some(v) = log_format {
             c.log_format = v;
@@ -400,6 +424,7 @@ fn main() -> eyre::Result<()> {
         Command::Run(args) => {
             let config = args.effective(cli.log_format)?;
             if args.print_config {
+                config.validate()?;
                 #[allow(clippy::disallowed_macros)]
                 {
                     print!("{}", toml::to_string(&config)?);

@@ -215,13 +215,10 @@ async fn chaos(n: usize) {
         );
         opened.push((open.deal_id, kind));
         // A slashed equivocator leaves the committee of later epochs.
-        let chain = resolvd_node::chain::Chain::connect(
-            &net_ref.anvil.url,
-            net_ref.deployment.escrow,
-            None,
-        )
-        .await
-        .unwrap();
+        let chain =
+            resolvd_node::chain::Chain::connect(&net_ref.rpc_url, net_ref.deployment.escrow, None)
+                .await
+                .unwrap();
         for &e in &equivocators {
             if !slashed_out.contains(&e) && chain.is_slashed(e as u32).await.unwrap() {
                 slashed_out.insert(e);
@@ -270,7 +267,7 @@ async fn chaos(n: usize) {
     assert!(signed_twice.is_subset(&equivocators));
     // Let the slashers finish, then stop everything to audit the stores.
     let chain =
-        resolvd_node::chain::Chain::connect(&net_ref.anvil.url, net_ref.deployment.escrow, None)
+        resolvd_node::chain::Chain::connect(&net_ref.rpc_url, net_ref.deployment.escrow, None)
             .await
             .unwrap();
     let deadline = Instant::now() + Duration::from_secs(90);

@@ -151,7 +151,7 @@ async fn cli_tools_agree_with_the_network(
     content: &resolvd_node::devnet::DealContent,
     false_deal: B256,
 ) {
-    let rpc = net.anvil.url.as_str();
+    let rpc = net.rpc_url.as_str();
     let escrow = net.deployment.escrow.to_string();
     let api = format!("http://{}", net.nodes[0].api);
     let dir = tempfile::tempdir().unwrap();
@@ -477,7 +477,7 @@ async fn byzantine_resolver_is_slashed_once_and_hostile_peer_is_penalised() {
     assert_eq!(deal.settlement, RELEASED, "the honest outcome must win");
 
     // The equivocator is slashed exactly once, nobody else ever.
-    let chain = Chain::connect(&net.0.anvil.url, net.0.deployment.escrow, None).await.unwrap();
+    let chain = Chain::connect(&net.0.rpc_url, net.0.deployment.escrow, None).await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !chain.is_slashed(3).await.unwrap() {
         assert!(std::time::Instant::now() < deadline, "the equivocator was not slashed");
@@ -516,7 +516,7 @@ async fn byzantine_resolver_is_slashed_once_and_hostile_peer_is_penalised() {
         .args([
             "slash",
             "--rpc-url",
-            &net.0.anvil.url,
+            &net.0.rpc_url,
             "--escrow",
             &net.0.deployment.escrow.to_string(),
         ])

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Offline checks of the deployment artefacts. No Docker engine or cluster runs
+# here, so this validates what can be validated without them:
+#   1. Kustomize renders the base and the example overlay, and the output is
+#      valid Kubernetes 1.31 (kubernetes-validate --strict: unknown fields fail);
+#   2. every node.toml (example, base, overlay, the one rendered into the
+#      ConfigMap) parses against resolvd's schema (unknown keys are errors) and
+#      the complete ones pass `resolvd run`'s checks;
+#   3. every flag the StatefulSet, compose file and systemd unit pass to
+#      resolvd exists (`--help`), and every RESOLVD_* variable they set is one
+#      resolvd reads;
+#   4. the compose file parses, and its services, dependencies and volumes
+#      refer to each other consistently;
+#   5. the systemd unit passes `systemd-analyze verify`.
+# Needs the resolvd binary (RESOLVD_BIN, default $CARGO_TARGET_DIR/debug/resolvd).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tools=${RESOLVD_TOOLS:-$root/.tools}
+resolvd=${RESOLVD_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/resolvd}
+[ -x "$resolvd" ] || { echo "validate: $resolvd not built (cargo build --workspace)"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+say() { printf 'deploy: %s\n' "$*"; }
+cd "$root"
+
+# 1. Kustomize + Kubernetes schemas.
+kubectl kustomize deploy/k8s/base >"$tmp/base.yaml"
+kubectl kustomize deploy/k8s/overlays/example >"$tmp/example.yaml"
+"$tools/venv/bin/kubernetes-validate" --strict --quiet -k 1.31.0 "$tmp/base.yaml" "$tmp/example.yaml"
+say "kustomize base and example overlay render and validate (Kubernetes 1.31, strict)"
+
+# 2. node.toml files against the schema.
+python3 - "$tmp/example.yaml" "$tmp/rendered-node.toml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+cms = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("resolvd-config")]
+assert len(cms) == 1, "one resolvd-config ConfigMap"
+open(sys.argv[2], "w").write(cms[0]["data"]["node.toml"])
+sts = [d for d in docs if d["kind"] == "StatefulSet"][0]
+vols = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
+assert vols["config"]["configMap"]["name"] == cms[0]["metadata"]["name"], "StatefulSet mounts the generated ConfigMap"
+PY
+for f in deploy/node.example.toml deploy/k8s/overlays/example/node.toml "$tmp/rendered-node.toml"; do
+  "$resolvd" run --config "$f" --print-config >/dev/null
+done
+# The base is a template without an escrow: schema only.
+"$resolvd" run --config deploy/k8s/base/node.toml --escrow 0x0000000000000000000000000000000000000001 --print-config >/dev/null
+say "node.toml files parse and pass resolvd's checks"
+
+# 3. Flags and environment variables.
+"$resolvd" run --help >"$tmp/run.help"
+"$resolvd" devnet --help >"$tmp/devnet.help"
+python3 - "$tmp" <<'PY'
+import re, sys, yaml
+tmp = sys.argv[1]
+run_help, devnet_help = open(f"{tmp}/run.help").read(), open(f"{tmp}/devnet.help").read()
+global_env = {"RUST_LOG", "RESOLVD_LOG_FORMAT", "POD_NAME"}
+def flags(args):
+    return [a.split("=")[0] for a in args if a.startswith("--")]
+def check(args, help_text, where):
+    for f in flags(args):
+        assert re.search(rf"(^|\s){re.escape(f)}[\s=,<]", help_text, re.M), f"{where}: resolvd has no flag {f}"
+def check_env(names, where):
+    for n in names:
+        if n in global_env:
+            continue
+        assert f"env: {n}" in run_help or f"env: {n}" in devnet_help, f"{where}: resolvd reads no {n}"
+docs = [d for d in yaml.safe_load_all(open(f"{tmp}/example.yaml")) if d]
+sts = [d for d in docs if d["kind"] == "StatefulSet"][0]
+c = sts["spec"]["template"]["spec"]["containers"][0]
+assert c["args"][0] == "run"
+check(c["args"][1:], run_help, "StatefulSet")
+check_env([e["name"] for e in c.get("env", [])], "StatefulSet")
+for probe in ("readinessProbe", "livenessProbe"):
+    assert c[probe]["httpGet"]["path"] == "/health", probe
+compose = yaml.safe_load(open("deploy/docker/docker-compose.yml"))
+services, volumes = compose["services"], set(compose.get("volumes", {}))
+assert {"anvil", "setup", "node0", "node1", "node2", "node3"} <= set(services)
+for name, svc in services.items():
+    for dep in svc.get("depends_on", {}):
+        assert dep in services, f"compose {name}: depends on unknown {dep}"
+    for v in svc.get("volumes", []):
+        src = v.split(":")[0]
+        assert src in volumes, f"compose {name}: undeclared volume {src}"
+    check_env(svc.get("environment", {}), f"compose {name}")
+    cmd = svc.get("command", [])
+    if name == "setup":
+        assert cmd[0] == "devnet"
+        check(cmd[1:], devnet_help, "compose setup")
+    elif name.startswith("node"):
+        assert cmd[0] == "run"
+        check(cmd[1:], run_help, f"compose {name}")
+unit = open("deploy/systemd/resolvd.service").read()
+exec_start = re.search(r"^ExecStart=(\S+) (.*)$", unit, re.M).group(2).split()
+assert exec_start[0] == "run"
+check(exec_start[1:], run_help, "systemd")
+check_env(re.findall(r"^Environment=([A-Z_]+)=", unit, re.M), "systemd")
+PY
+say "flags and environment variables used by the manifests, compose and systemd exist"
+say "compose file parses; services, dependencies and volumes are consistent"
+
+# 5. systemd unit (ExecStart pointed at the built binary, which must exist).
+if command -v systemd-analyze >/dev/null; then
+  sed "s|/usr/local/bin/resolvd|$resolvd|" deploy/systemd/resolvd.service >"$tmp/resolvd.service"
+  out=$(systemd-analyze verify "$tmp/resolvd.service" 2>&1 || true)
+  # Only problems with this unit count (the host's other units are not ours).
+  if grep -F "$tmp/resolvd.service" <<<"$out" | grep -v "Unknown section 'Unit'" | grep -q .; then
+    echo "$out"
+    exit 1
+  fi
+  say "systemd unit verifies"
+else
+  say "systemd-analyze not available: unit not verified"
+fi
