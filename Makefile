@@ -9,7 +9,7 @@ TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 
-.PHONY: devnet test deploy-test tools fmt lint rust-test contracts-test vectors fixtures bench bench-node fuzz
+.PHONY: devnet test deploy-test bench-report tools fmt lint rust-test contracts-test vectors fixtures bench bench-node fuzz
 
 ## devnet: install what is missing, build, run the local network demo
 ## (DEVNET_ARGS="--nodes 5 --keep" for options; see `resolvd devnet --help`).
@@ -70,6 +70,11 @@ bench-node: tools
 	cd contracts && forge build
 	cargo nextest run --workspace --release --locked --run-ignored only \
 	  -E 'test(dispute_latency_and_memory)' --no-capture
+
+## bench-report: regenerate BENCHMARKS.md (criterion, forge gas, devnet latency for N = 4, 7, 10).
+bench-report: tools
+	cd contracts && forge build
+	deploy/bench-report.sh
 
 ## fuzz: run every proto fuzz target for FUZZ_SECONDS (default 60) each.
 FUZZ_SECONDS ?= 60

@@ -889,15 +889,8 @@ impl Devnet {
             salt: B256::from(U256::from(self.salt) | (U256::from(std::process::id()) << 128)),
         };
         let escrow = self.deployment.escrow;
-        let deal_id = self
-            .provider
-            .call(
-                TransactionRequest::default()
-                    .with_to(escrow)
-                    .with_input(IEscrow::dealIdOfCall { buyer, terms: terms.clone() }.abi_encode()),
-            )
-            .await?;
-        let deal_id = B256::from_slice(&deal_id[..32]);
+        let deal_id =
+            self.view(escrow, IEscrow::dealIdOfCall { buyer, terms: terms.clone() }).await?;
         let fund = IEscrow::fundCall {
             terms,
             spec: content.spec.to_canonical_bytes().into(),
@@ -948,17 +941,15 @@ impl Devnet {
         }
     }
 
+    /// A view call at the chain's latest (anvil: pending) state.
+    pub async fn view<C: SolCall>(&self, to: Address, call: C) -> eyre::Result<C::Return> {
+        let tx = TransactionRequest::default().with_to(to).with_input(call.abi_encode());
+        Ok(C::abi_decode_returns(&self.provider.call(tx).await?)?)
+    }
+
     /// The escrow's record of a deal.
     pub async fn deal(&self, deal_id: B256) -> eyre::Result<Deal> {
-        let out = self
-            .provider
-            .call(
-                TransactionRequest::default()
-                    .with_to(self.deployment.escrow)
-                    .with_input(IEscrow::dealCall { dealId: deal_id }.abi_encode()),
-            )
-            .await?;
-        Ok(IEscrow::dealCall::abi_decode_returns(&out)?)
+        self.view(self.deployment.escrow, IEscrow::dealCall { dealId: deal_id }).await
     }
 
     /// Waits until the deal is resolved in a mined block (anvil answers
@@ -985,15 +976,7 @@ impl Devnet {
 
     /// Token balance.
     pub async fn balance(&self, who: Address) -> eyre::Result<U256> {
-        let out = self
-            .provider
-            .call(
-                TransactionRequest::default()
-                    .with_to(self.deployment.token)
-                    .with_input(IERC20::balanceOfCall { who }.abi_encode()),
-            )
-            .await?;
-        Ok(IERC20::balanceOfCall::abi_decode_returns(&out)?)
+        self.view(self.deployment.token, IERC20::balanceOfCall { who }).await
     }
 
     /// Receipts of every `resolve` transaction that succeeded for `deal_id`

@@ -22,7 +22,7 @@ use resolvd_consensus::protection::ProtectionKey;
 use resolvd_node::{
     config::{Byzantine, FaultConfig},
     devnet::{DealKind, Devnet},
-    p2p::{build_swarm, BehaviourEvent, Gossip, P2pConfig, Topic},
+    p2p::{build_swarm, BehaviourEvent, Gossip, Topic},
 };
 use resolvd_proto::{wire::SignedVerdict, VerdictDomain};
 use std::{
@@ -45,12 +45,7 @@ enum Fault {
 async fn observer(
     targets: Vec<String>,
 ) -> (Arc<Mutex<Vec<SignedVerdict>>>, tokio::sync::oneshot::Sender<()>) {
-    let config = P2pConfig {
-        listen: "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-        heartbeat: Duration::from_millis(200),
-        mesh: 4,
-        ..P2pConfig::default()
-    };
+    let config = crate::p2p::loopback(4, Duration::from_millis(200));
     let mut swarm = build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let out = seen.clone();
@@ -88,12 +83,7 @@ async fn observer(
 
 /// Sprays malformed gossip at the given nodes every second.
 async fn sprayer(targets: Vec<String>) -> tokio::sync::oneshot::Sender<()> {
-    let config = P2pConfig {
-        listen: "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-        heartbeat: Duration::from_millis(200),
-        mesh: 2,
-        ..P2pConfig::default()
-    };
+    let config = crate::p2p::loopback(2, Duration::from_millis(200));
     let mut swarm = build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
     for t in &targets {
         let _ = swarm.dial(t.parse::<libp2p::Multiaddr>().unwrap());

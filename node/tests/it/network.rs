@@ -363,44 +363,20 @@ async fn hostile(
     use futures::StreamExt;
     use libp2p::{gossipsub, request_response, swarm::SwarmEvent};
     use resolvd_node::p2p::{build_swarm, BehaviourEvent, P2pConfig, Topic};
-    use resolvd_proto::{
-        wire::{ContentResponse, SignedVerdict, WireMessage},
-        ReexecVerdict, VerdictCommitment,
-    };
+    use resolvd_proto::wire::{ContentResponse, SignedVerdict, WireMessage};
 
-    let config = P2pConfig {
-        listen: "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-        heartbeat: Duration::from_millis(200),
-        mesh: 2,
-        // Large enough to try sending an oversized message.
-        max_message: 1 << 20,
-    };
+    // Large enough to try sending an oversized message.
+    let config =
+        P2pConfig { max_message: 1 << 20, ..crate::p2p::loopback(2, Duration::from_millis(200)) };
     let mut swarm = build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
     let id = *swarm.local_peer_id();
     for t in &targets {
         swarm.dial(t.parse::<libp2p::Multiaddr>().unwrap()).unwrap();
     }
     let forged = {
-        let commitment = VerdictCommitment {
-            deal_id: B256::repeat_byte(0xba),
-            spec_hash: B256::repeat_byte(2),
-            delivery_hash: B256::repeat_byte(3),
-            prestate_anchor_hash: B256::repeat_byte(4),
-            prestate_root: B256::repeat_byte(5),
-            backend_id: B256::repeat_byte(6),
-            backend_version_hash: B256::repeat_byte(7),
-            outcome: ReexecVerdict::Reproduced,
-            result_hash: B256::repeat_byte(8),
-            trace_hash: B256::repeat_byte(9),
-        };
-        // A valid G2 point, but not resolver 0's signature.
+        // A valid G2 point, but not resolver 0's signature, in the current epoch.
         let key = resolvd_consensus::SecretKey::from_seed(&[0x66; 32]).unwrap();
-        SignedVerdict {
-            commitment,
-            epoch,
-            signer_index: 0,
-            signature: key.sign(&B256::repeat_byte(1)).compress(),
-        }
+        SignedVerdict { epoch, ..crate::p2p::verdict(key.sign(&B256::repeat_byte(1)).compress()) }
     };
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {

@@ -36,7 +36,8 @@ impl Validator for OneKey {
     }
 }
 
-fn verdict(signature: [u8; 96]) -> SignedVerdict {
+/// A partial over a fixed made-up commitment (deal 0x0101…), epoch 1, signer 0.
+pub(crate) fn verdict(signature: [u8; 96]) -> SignedVerdict {
     SignedVerdict {
         commitment: VerdictCommitment {
             deal_id: B256::repeat_byte(1),
@@ -57,10 +58,15 @@ fn verdict(signature: [u8; 96]) -> SignedVerdict {
 }
 
 fn config() -> P2pConfig {
+    loopback(1, Duration::from_millis(100))
+}
+
+/// A p2p config listening on a free 127.0.0.1 port.
+pub(crate) fn loopback(mesh: usize, heartbeat: Duration) -> P2pConfig {
     P2pConfig {
         listen: "/ip4/127.0.0.1/tcp/0".parse().unwrap(),
-        heartbeat: Duration::from_millis(100),
-        mesh: 1,
+        heartbeat,
+        mesh,
         ..P2pConfig::default()
     }
 }
