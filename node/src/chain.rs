@@ -116,6 +116,9 @@ pub struct Chain {
     pub account: Option<Address>,
     /// Chain id.
     pub chain_id: u64,
+    /// One transaction in flight per account: the nonce is read from the
+    /// chain (`pending`) for every send, so sends must not overlap.
+    send_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Loads the transaction account from an encrypted JSON keystore.
@@ -143,7 +146,14 @@ impl Chain {
             None => ProviderBuilder::new().connect_http(url).erased(),
         };
         let chain_id = provider.get_chain_id().await.map_err(rpc)?;
-        let mut chain = Self { provider, escrow, registry: Address::ZERO, account, chain_id };
+        let mut chain = Self {
+            provider,
+            escrow,
+            registry: Address::ZERO,
+            account,
+            chain_id,
+            send_lock: Default::default(),
+        };
         chain.registry = chain.view(escrow, IEscrow::registryCall {}, None).await?;
         Ok(chain)
     }
@@ -189,6 +199,7 @@ impl Chain {
     /// A revert (at estimation or on-chain) is [`ChainError::Reverted`].
     pub async fn send<C: SolCall>(&self, to: Address, call: C) -> Result<TxOutcome, ChainError> {
         let from = self.account.ok_or(ChainError::NoAccount)?;
+        let _one_at_a_time = self.send_lock.lock().await;
         let tx =
             TransactionRequest::default().with_from(from).with_to(to).with_input(call.abi_encode());
         let pending = self.provider.send_transaction(tx).await.map_err(|e| revert_or_rpc(&e))?;

@@ -557,7 +557,7 @@ impl Devnet {
         for node in &net.nodes {
             node.wait_healthy(Duration::from_secs(60)).await?;
         }
-        net.wait_mesh(Duration::from_secs(30)).await?;
+        net.wait_mesh(Duration::from_secs(120)).await?;
         tracing::info!(target: "devnet", elapsed = ?started.elapsed(), dir = %net.dir.display(), "devnet up");
         Ok(net)
     }
