@@ -82,3 +82,61 @@ fn keys_import_matches_the_secret() {
         "0x9612d7a727c9d0a22e185a1c768478dfe919cada9266988cb32359c11f2b7b27f4ae4040902382ae2910c15e2b420d07"
     );
 }
+
+/// `resolvd run` configuration precedence: defaults < file < environment < flags;
+/// unknown keys and missing required values are errors.
+#[test]
+fn run_config_precedence_and_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("node.toml");
+    std::fs::write(
+        &file,
+        "[chain]\nescrow = \"0x00000000000000000000000000000000000e5c40\"\nconfirmations = 5\nrpc_url = \"http://file:8545\"\n[api]\nlisten = \"127.0.0.1:7000\"\n",
+    )
+    .unwrap();
+    let print = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = resolvd();
+        cmd.args(["run", "--print-config", "--config"]).arg(&file).args(extra);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let from_file = print(&[], &[]);
+    assert!(from_file.contains("confirmations = 5"), "{from_file}");
+    assert!(from_file.contains("rpc_url = \"http://file:8545\""));
+    assert!(from_file.contains("poll_interval_ms = 1000"), "defaults fill the rest");
+    let from_env =
+        print(&[], &[("RESOLVD_CONFIRMATIONS", "7"), ("RESOLVD_RPC_URL", "http://env:8545")]);
+    assert!(
+        from_env.contains("confirmations = 7") && from_env.contains("http://env:8545"),
+        "{from_env}"
+    );
+    let from_flag = print(&["--confirmations", "9"], &[("RESOLVD_CONFIRMATIONS", "7")]);
+    assert!(from_flag.contains("confirmations = 9"), "{from_flag}");
+
+    std::fs::write(&file, "[chain]\nconfirmation = 5\n").unwrap();
+    let out = resolvd().args(["run", "--print-config", "--config"]).arg(&file).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field"));
+    std::fs::write(&file, "").unwrap();
+    let out = resolvd().args(["run", "--print-config", "--config"]).arg(&file).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("chain.escrow is not set"));
+}
+
+/// Every command is documented in `--help`.
+#[test]
+fn help_lists_every_command() {
+    let out = resolvd().arg("--help").output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for cmd in [
+        "run", "register", "content", "anchor", "witness", "verify", "slash", "status", "devnet",
+        "inspect", "keys",
+    ] {
+        assert!(help.lines().any(|l| l.trim_start().starts_with(cmd)), "{cmd} missing:\n{help}");
+        let sub = resolvd().args([cmd, "--help"]).output().unwrap();
+        assert!(sub.status.success() && !sub.stdout.is_empty(), "{cmd} --help");
+    }
+}
