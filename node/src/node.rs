@@ -54,6 +54,16 @@ use tracing::{debug, error, info, warn};
 
 /// Chain cursor name in the store.
 pub const CURSOR: &str = "chain";
+/// Partials queued within this window are verified in one batch.
+const BATCH_WINDOW: Duration = Duration::from_millis(5);
+
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// How often a node re-gossips its own partial and a certificate of an unsettled dispute.
 const REPUBLISH: Duration = Duration::from_secs(4);
 /// Most peers asked for one piece of content at once.
@@ -272,6 +282,8 @@ pub struct Node {
     head: u64,
     cursor: u64,
     crash_armed: bool,
+    /// When the queued partials are verified (a short batching window).
+    process_at: Option<tokio::time::Instant>,
 }
 
 fn flip(outcome: ReexecVerdict) -> ReexecVerdict {
@@ -411,6 +423,7 @@ impl Node {
             head: 0,
             cursor,
             crash_armed,
+            process_at: None,
         };
         let epoch = node.chain.view(
             node.chain.registry,
@@ -506,9 +519,13 @@ impl Node {
                 event = self.swarm.select_next_some() => self.on_swarm(event),
                 Some(msg) = self.rx.recv() => self.on_internal(msg)?,
                 Some(_) = self.content_rx.recv() => self.wake_fetching(),
+                () = sleep_until_some(self.process_at) => {
+                    self.process_at = None;
+                    self.process_builders();
+                }
                 _ = tick.tick() => {
                     self.on_tick();
-                    if snapshot.elapsed() >= Duration::from_millis(250) {
+                    if snapshot.elapsed() >= Duration::from_millis(100) {
                         self.publish_status();
                         snapshot = Instant::now();
                     }
@@ -1109,6 +1126,7 @@ impl Node {
         };
         match builder.on_partial(&p) {
             Ok(Queued::New) => {
+                self.process_at.get_or_insert_with(|| tokio::time::Instant::now() + BATCH_WINDOW);
                 let key = (p.commitment.eip712_digest(&self.domain), p.signer_index);
                 let entry = self.deferred.entry(key).or_insert_with(|| (p, Vec::new()));
                 entry.1.extend(origin);
