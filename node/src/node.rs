@@ -481,6 +481,13 @@ impl Node {
                     d.certificate = Some(qc);
                 }
             }
+            if d.view.phase == Phase::Fetching {
+                // Recorded but not worked on yet (e.g. a crash right after the
+                // log was seen): re-check the chain before doing any work.
+                info!(target: "node", deal = %deal_id, "restored dispute: re-checking its state");
+                self.retry_confirm(d.info);
+                continue;
+            }
             info!(target: "node", deal = %deal_id, phase = ?d.view.phase, "restored dispute");
             self.disputes.insert(deal_id, d);
         }
@@ -1490,6 +1497,11 @@ impl Node {
                     || !self.chain_confirming.insert(a.deal_id)
                 {
                     return;
+                }
+                // Recorded before the cursor moves past this log, so a crash
+                // before the check below cannot lose it (restore re-checks).
+                if let Err(e) = self.store.put_dispute(&a, DisputeStatus::Active) {
+                    error!(target: "store", deal = %a.deal_id, error = %e, "cannot persist dispute");
                 }
                 // A node catching up may see the dispute after it was settled:
                 // check the current state before doing any work.
