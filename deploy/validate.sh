@@ -19,6 +19,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools=${RESOLVD_TOOLS:-$root/.tools}
 resolvd=${RESOLVD_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/resolvd}
 [ -x "$resolvd" ] || { echo "validate: $resolvd not built (cargo build --workspace)"; exit 1; }
+# PyYAML comes with kubernetes-validate in the bootstrap's venv.
+python="$tools/venv/bin/python"
+command -v kubectl >/dev/null || { echo "validate: kubectl (with built-in Kustomize) is required"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 say() { printf 'deploy: %s\n' "$*"; }
@@ -31,7 +34,7 @@ kubectl kustomize deploy/k8s/overlays/example >"$tmp/example.yaml"
 say "kustomize base and example overlay render and validate (Kubernetes 1.31, strict)"
 
 # 2. node.toml files against the schema.
-python3 - "$tmp/example.yaml" "$tmp/rendered-node.toml" <<'PY'
+"$python" - "$tmp/example.yaml" "$tmp/rendered-node.toml" <<'PY'
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 cms = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("resolvd-config")]
@@ -51,7 +54,7 @@ say "node.toml files parse and pass resolvd's checks"
 # 3. Flags and environment variables.
 "$resolvd" run --help >"$tmp/run.help"
 "$resolvd" devnet --help >"$tmp/devnet.help"
-python3 - "$tmp" <<'PY'
+"$python" - "$tmp" <<'PY'
 import re, sys, yaml
 tmp = sys.argv[1]
 run_help, devnet_help = open(f"{tmp}/run.help").read(), open(f"{tmp}/devnet.help").read()

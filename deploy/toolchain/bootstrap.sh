@@ -9,7 +9,9 @@
 #   contracts/node_modules/   OpenZeppelin 5.7.0, pinned by contracts/package-lock.json
 #   apt             libclang-dev (bindgen for RocksDB), when missing
 #   cargo           cargo-nextest, when missing
-#   .tools/venv/    kubernetes-validate 1.31.0 (pip), for deploy/validate.sh
+#   .tools/venv/    kubernetes-validate 1.31.0 (pip, brings PyYAML), for deploy/validate.sh
+#   (kubectl with built-in Kustomize must be on PATH: checked, not installed —
+#   it is not in Debian's repositories)
 #
 # Environment: RESOLVD_TOOLS overrides the install folder.
 set -euo pipefail
@@ -24,6 +26,8 @@ say() { printf 'bootstrap: %s\n' "$*"; }
 # --- apt packages the Rust build needs ----------------------------------------
 missing=()
 dpkg -s libclang-dev >/dev/null 2>&1 || missing+=(libclang-dev)
+# `python3 -m venv` (for kubernetes-validate) needs ensurepip: python3-venv on Debian.
+python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if ((${#missing[@]})); then
   if [ "$(id -u)" -ne 0 ]; then
     say "missing apt packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})"
@@ -82,4 +86,9 @@ say "solc:    $("$tools/bin/solc" --version | tail -n1) (solcjs shim: $tools/bin
 say "oz:      @openzeppelin/contracts $(node -p "require('$contracts/node_modules/@openzeppelin/contracts/package.json').version")"
 say "nextest: $(cargo nextest --version | head -n1)"
 say "clang:   $(dpkg-query -W -f='libclang-dev ${Version}' libclang-dev)"
-say "k8s:     $("$tools/venv/bin/kubernetes-validate" --version 2>&1 | head -n1)"
+say "k8s:     kubernetes-validate $("$tools/venv/bin/kubernetes-validate" --version 2>&1 | head -n1)"
+if command -v kubectl >/dev/null; then
+  say "kubectl: $(kubectl version --client 2>/dev/null | head -n1)"
+else
+  say "kubectl: MISSING — deploy/validate.sh (make test) needs kubectl with built-in Kustomize"
+fi

@@ -389,11 +389,6 @@ impl Chain {
         };
         Ok((self.send(self.registry, call).await?, index))
     }
-
-    /// ERC-20 balance.
-    pub async fn balance(&self, token: Address, who: Address) -> Result<U256, ChainError> {
-        self.view(token, IERC20::balanceOfCall { who }, None).await
-    }
 }
 
 fn to_u64(v: U256) -> Result<u64, ChainError> {

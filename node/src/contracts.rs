@@ -6,8 +6,9 @@
 #![allow(missing_docs, clippy::too_many_arguments)]
 
 use alloy_primitives::{Bytes, U256};
+use alloy_sol_types::SolValue;
 use resolvd_consensus::Attestation;
-use resolvd_proto::{ReexecVerdict, VerdictCommitment as Commitment};
+use resolvd_proto::VerdictCommitment as Commitment;
 
 alloy_sol_types::sol! {
     #[derive(Debug, PartialEq, Eq)]
@@ -186,45 +187,21 @@ pub mod deal_state {
     pub const RESOLVED: u8 = 4;
 }
 
+// The escrow's `VerdictCommitment` is the same Solidity struct as
+// `resolvd_proto::abi::VerdictCommitment`; converting through its ABI encoding
+// keeps the protocol <-> ABI mapping (the outcome coding) in one place, proto.
+
 impl From<&Commitment> for VerdictCommitment {
     fn from(c: &Commitment) -> Self {
-        Self {
-            dealId: c.deal_id,
-            specHash: c.spec_hash,
-            deliveryHash: c.delivery_hash,
-            prestateAnchorHash: c.prestate_anchor_hash,
-            prestateRoot: c.prestate_root,
-            backendId: c.backend_id,
-            backendVersionHash: c.backend_version_hash,
-            outcome: match c.outcome {
-                ReexecVerdict::Reproduced => 0,
-                ReexecVerdict::Failed => 1,
-            },
-            resultHash: c.result_hash,
-            traceHash: c.trace_hash,
-        }
+        Self::abi_decode(&c.to_abi().abi_encode()).expect("identical ABI layout")
     }
 }
 
 impl VerdictCommitment {
     /// The protocol commitment, if the outcome code is known.
     pub fn to_commitment(&self) -> Option<Commitment> {
-        Some(Commitment {
-            deal_id: self.dealId,
-            spec_hash: self.specHash,
-            delivery_hash: self.deliveryHash,
-            prestate_anchor_hash: self.prestateAnchorHash,
-            prestate_root: self.prestateRoot,
-            backend_id: self.backendId,
-            backend_version_hash: self.backendVersionHash,
-            outcome: match self.outcome {
-                0 => ReexecVerdict::Reproduced,
-                1 => ReexecVerdict::Failed,
-                _ => return None,
-            },
-            result_hash: self.resultHash,
-            trace_hash: self.traceHash,
-        })
+        let abi = resolvd_proto::abi::VerdictCommitment::abi_decode(&self.abi_encode()).ok()?;
+        Commitment::from_abi(&abi)
     }
 }
 
@@ -236,5 +213,48 @@ impl From<&Attestation> for Evidence {
             signers: a.signers.iter().map(|&i| U256::from(i)).collect(),
             signature: Bytes::copy_from_slice(&a.signature.to_eip2537()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy_primitives::B256;
+    use resolvd_proto::ReexecVerdict;
+
+    #[test]
+    fn commitment_roundtrips_through_the_escrow_abi_with_the_onchain_outcome_code() {
+        for (outcome, code) in [(ReexecVerdict::Reproduced, 0u8), (ReexecVerdict::Failed, 1)] {
+            let c = Commitment {
+                deal_id: B256::repeat_byte(1),
+                spec_hash: B256::repeat_byte(2),
+                delivery_hash: B256::repeat_byte(3),
+                prestate_anchor_hash: B256::repeat_byte(4),
+                prestate_root: B256::repeat_byte(5),
+                backend_id: B256::repeat_byte(6),
+                backend_version_hash: B256::repeat_byte(7),
+                outcome,
+                result_hash: B256::repeat_byte(8),
+                trace_hash: B256::repeat_byte(9),
+            };
+            let abi = VerdictCommitment::from(&c);
+            assert_eq!(abi.outcome, code);
+            assert_eq!(abi.traceHash, c.trace_hash);
+            assert_eq!(abi.to_commitment(), Some(c));
+        }
+        let mut bad = VerdictCommitment::from(&Commitment {
+            deal_id: B256::ZERO,
+            spec_hash: B256::ZERO,
+            delivery_hash: B256::ZERO,
+            prestate_anchor_hash: B256::ZERO,
+            prestate_root: B256::ZERO,
+            backend_id: B256::ZERO,
+            backend_version_hash: B256::ZERO,
+            outcome: ReexecVerdict::Failed,
+            result_hash: B256::ZERO,
+            trace_hash: B256::ZERO,
+        });
+        bad.outcome = 2;
+        assert_eq!(bad.to_commitment(), None);
     }
 }

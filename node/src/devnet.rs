@@ -20,7 +20,6 @@ use alloy_rpc_types_eth::{TransactionReceipt, TransactionRequest};
 use alloy_signer_local::PrivateKeySigner;
 use alloy_sol_types::SolCall;
 use eyre::{bail, ensure, eyre, WrapErr};
-use resolvd_consensus::SecretKey;
 use resolvd_proto::{
     AttachmentKind, AttachmentV1, BackendVersionPolicy, Canonical, ContentType, DeliveryV1,
     EvmAnchorV1, EvmCallPlanV1, EvmSpecId, EvmWitnessV1, NoncePolicy, PredicateCommitmentV1,
@@ -134,11 +133,6 @@ impl LinkProxy {
     /// Cuts (`false`) or restores (`true`) the link.
     pub fn set_up(&self, up: bool) {
         self.up.send_replace(up);
-    }
-
-    /// Whether the link is up.
-    pub fn is_up(&self) -> bool {
-        *self.up.borrow()
     }
 }
 
@@ -995,14 +989,6 @@ impl Devnet {
     /// while it is stopped.
     pub fn node_store(&self, i: usize) -> eyre::Result<crate::store::Store> {
         Ok(crate::store::Store::open(&self.nodes[i].config.data_dir.join("db"))?)
-    }
-
-    /// The BLS secret of node `i` (devnet keystores share a password).
-    pub fn node_secret(&self, i: usize) -> eyre::Result<SecretKey> {
-        keys::load(
-            self.nodes[i].config.keys.bls_keystore.as_ref().ok_or_else(|| eyre!("no key"))?,
-            &keys::PasswordArgs { password_file: self.nodes[i].config.keys.password_file.clone() },
-        )
     }
 
     /// Stops every node (SIGTERM) and anvil.

@@ -116,43 +116,32 @@ impl RunArgs {
             Some(path) => NodeConfig::load(path)?,
             None => NodeConfig::default(),
         };
-        if let Some(v) = &self.data_dir {
-            c.data_dir = v.clone();
-        }
-        if let Some(v) = &self.rpc_url {
-            c.chain.rpc_url = v.clone();
-        }
-        if let Some(v) = self.escrow {
-            c.chain.escrow = v;
-        }
-        if let Some(v) = self.confirmations {
-            c.chain.confirmations = v;
-        }
-        if let Some(v) = &self.p2p_listen {
-            c.p2p.listen = v.clone();
-        }
-        if let Some(v) = &self.bootstrap {
-            c.p2p.bootstrap = v.clone();
-        }
-        if let Some(v) = self.api_listen {
-            c.api.listen = v;
-        }
-        if let Some(v) = &self.bls_keystore {
-            c.keys.bls_keystore = Some(v.clone());
-        }
-        if let Some(v) = &self.password_file {
-            c.keys.password_file = Some(v.clone());
-        }
-        if let Some(v) = &self.account_keystore {
-            c.chain.account_keystore = Some(v.clone());
-        }
-        if let Some(v) = &self.account_password_file {
-            c.chain.account_password_file = Some(v.clone());
-        }
-        if let Some(v) = log_format {
-            c.log_format = v;
+        set(&mut c.data_dir, &self.data_dir);
+        set(&mut c.chain.rpc_url, &self.rpc_url);
+        set(&mut c.chain.escrow, &self.escrow);
+        set(&mut c.chain.confirmations, &self.confirmations);
+        set(&mut c.p2p.listen, &self.p2p_listen);
+        set(&mut c.p2p.bootstrap, &self.bootstrap);
+        set(&mut c.api.listen, &self.api_listen);
+        set(&mut c.log_format, &log_format);
+        for (slot, value) in [
+            (&mut c.keys.bls_keystore, &self.bls_keystore),
+            (&mut c.keys.password_file, &self.password_file),
+            (&mut c.chain.account_keystore, &self.account_keystore),
+            (&mut c.chain.account_password_file, &self.account_password_file),
+        ] {
+            if value.is_some() {
+                slot.clone_from(value);
+            }
         }
         Ok(c)
+    }
+}
+
+/// Overrides `slot` when a value was given.
+fn set<T: Clone>(slot: &mut T, value: &Option<T>) {
+    if let Some(v) = value {
+        slot.clone_from(v);
     }
 }
 

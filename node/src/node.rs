@@ -668,20 +668,23 @@ impl Node {
     }
 
     fn on_gossip(&mut self, source: PeerId, id: MessageId, message: &gossipsub::Message) {
-        let Some(topic) = Topic::from_hash(&message.topic) else {
-            warn!(target: "p2p", peer = %source, "gossip on an unknown topic");
-            let _ = self.swarm.behaviour_mut().gossipsub.report_message_validation_result(
-                &id,
-                &source,
-                MessageAcceptance::Reject,
-            );
-            return;
-        };
-        let gossip = match Gossip::decode(topic, &message.data) {
-            Ok(g) => g,
+        let (topic, gossip) = match p2p::decode_gossip(message) {
+            Ok(decoded) => decoded,
             Err(e) => {
-                warn!(target: "p2p", peer = %source, ?topic, error = %e, "rejecting malformed gossip");
-                self.report(&id, &source, topic, MessageAcceptance::Reject);
+                warn!(target: "p2p", peer = %source, error = %e, "rejecting malformed gossip");
+                match e {
+                    p2p::GossipError::Malformed(topic, _) => {
+                        self.report(&id, &source, topic, MessageAcceptance::Reject)
+                    }
+                    p2p::GossipError::UnknownTopic => {
+                        let _ =
+                            self.swarm.behaviour_mut().gossipsub.report_message_validation_result(
+                                &id,
+                                &source,
+                                MessageAcceptance::Reject,
+                            );
+                    }
+                }
                 return;
             }
         };
@@ -1158,6 +1161,9 @@ impl Node {
     }
 
     fn process_builders(&mut self) {
+        if self.builders.values().all(|b| b.pending() == 0) {
+            return;
+        }
         let mut seed = [0u8; 32];
         if getrandom::fill(&mut seed).is_err() {
             error!(target: "node", "no OS randomness for batch verification");
@@ -1546,7 +1552,6 @@ impl Node {
 
     fn on_tick(&mut self) {
         let now = Instant::now();
-        self.process_builders();
         // Retries of fetching disputes.
         let due: Vec<B256> = self
             .disputes

@@ -3,10 +3,10 @@
 //! protocol to fetch content by hash.
 //!
 //! This module knows wire formats, not disputes: every gossip message is
-//! decoded into its validated wire type before it is forwarded; malformed or
-//! oversized messages are REJECTed (which lowers the sender's peer score), and
-//! a [`Validator`] supplied by the node decides the rest (signatures,
-//! membership). Content responses are unverified bytes until the requester
+//! decoded into its validated wire type ([`decode_gossip`]) before anything
+//! judges it; malformed or oversized messages are REJECTed (which lowers the
+//! sender's peer score), and the node decides the rest (signatures,
+//! membership) and reports it to gossipsub. Content responses are unverified bytes until the requester
 //! hashes them ([`verify_content`]).
 //!
 //! Limits: gossip messages at most [`MAX_GOSSIP_LEN`] (64 KiB); content requests
@@ -15,7 +15,7 @@
 
 use futures::{AsyncReadExt, AsyncWriteExt};
 use libp2p::{
-    gossipsub::{self, IdentTopic, MessageAcceptance, TopicHash},
+    gossipsub::{self, IdentTopic, TopicHash},
     identify, identity, noise,
     request_response::{self, ProtocolSupport},
     tcp, yamux, Multiaddr, StreamProtocol, Swarm, SwarmBuilder,
@@ -103,20 +103,25 @@ impl Gossip {
     }
 }
 
-/// The node's judgement of a well-formed gossip message.
-pub trait Validator {
-    /// Accept (forward), Ignore (drop silently) or Reject (drop and penalise).
-    fn validate(&mut self, message: &Gossip) -> MessageAcceptance;
+/// Why a gossip message was not decoded (REJECT it).
+#[derive(Debug, thiserror::Error)]
+pub enum GossipError {
+    /// Not one of the [`Topic`]s.
+    #[error("gossip on an unknown topic")]
+    UnknownTopic,
+    /// Malformed or oversized for its topic's message type.
+    #[error("malformed gossip on {0:?}: {1}")]
+    Malformed(Topic, WireError),
 }
 
-/// Accepts every well-formed message (structure is checked before any validator).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AcceptWellFormed;
-
-impl Validator for AcceptWellFormed {
-    fn validate(&mut self, _: &Gossip) -> MessageAcceptance {
-        MessageAcceptance::Accept
-    }
+/// Decodes a gossipsub message into its topic's validated wire type. What a
+/// well-formed message means (signatures, membership) is the caller's
+/// judgement, reported with `report_message_validation_result`.
+pub fn decode_gossip(message: &gossipsub::Message) -> Result<(Topic, Gossip), GossipError> {
+    let topic = Topic::from_hash(&message.topic).ok_or(GossipError::UnknownTopic)?;
+    let gossip =
+        Gossip::decode(topic, &message.data).map_err(|e| GossipError::Malformed(topic, e))?;
+    Ok((topic, gossip))
 }
 
 /// Length-prefixed protobuf codec for [`ContentRequest`] / [`ContentResponse`].
@@ -335,32 +340,4 @@ pub fn build_swarm(
     }
     swarm.listen_on(config.listen.clone()).map_err(setup)?;
     Ok(swarm)
-}
-
-/// Decodes and judges one gossip message, reports the verdict to gossipsub
-/// (which forwards, drops or penalises), and returns the decoded message if
-/// it was accepted.
-pub fn handle_gossip(
-    swarm: &mut Swarm<Behaviour>,
-    validator: &mut dyn Validator,
-    source: libp2p::PeerId,
-    id: gossipsub::MessageId,
-    message: &gossipsub::Message,
-) -> Option<Gossip> {
-    let decoded = Topic::from_hash(&message.topic)
-        .ok_or(None)
-        .and_then(|topic| Gossip::decode(topic, &message.data).map_err(Some));
-    let (acceptance, accepted) = match decoded {
-        Ok(gossip) => {
-            let acceptance = validator.validate(&gossip);
-            let accepted = matches!(acceptance, MessageAcceptance::Accept).then_some(gossip);
-            (acceptance, accepted)
-        }
-        Err(reason) => {
-            tracing::warn!(target: "p2p", peer = %source, reason = ?reason, "rejecting malformed gossip");
-            (MessageAcceptance::Reject, None)
-        }
-    };
-    swarm.behaviour_mut().gossipsub.report_message_validation_result(&id, &source, acceptance);
-    accepted
 }

@@ -12,8 +12,7 @@ use libp2p::{
 };
 use resolvd_consensus::{PublicKey, SecretKey, Signature};
 use resolvd_node::p2p::{
-    build_swarm, handle_gossip, verify_content, Behaviour, BehaviourEvent, Gossip, P2pConfig,
-    Topic, Validator,
+    build_swarm, decode_gossip, verify_content, Behaviour, BehaviourEvent, Gossip, P2pConfig, Topic,
 };
 use resolvd_proto::{
     content_hash,
@@ -23,16 +22,12 @@ use resolvd_proto::{
 use std::time::Duration;
 
 /// Accepts partials that verify under the one known key; rejects the rest.
-struct OneKey(PublicKey);
-
-impl Validator for OneKey {
-    fn validate(&mut self, message: &Gossip) -> MessageAcceptance {
-        let Gossip::Verdict(v) = message else { return MessageAcceptance::Ignore };
-        let digest = B256::repeat_byte(0xd1); // stands in for the EIP-712 digest here
-        match Signature::from_compressed(&v.signature).and_then(|s| s.verify(&self.0, &digest)) {
-            Ok(()) => MessageAcceptance::Accept,
-            Err(_) => MessageAcceptance::Reject,
-        }
+fn one_key(key: &PublicKey, message: &Gossip) -> MessageAcceptance {
+    let Gossip::Verdict(v) = message else { return MessageAcceptance::Ignore };
+    let digest = B256::repeat_byte(0xd1); // stands in for the EIP-712 digest here
+    match Signature::from_compressed(&v.signature).and_then(|s| s.verify(key, &digest)) {
+        Ok(()) => MessageAcceptance::Accept,
+        Err(_) => MessageAcceptance::Reject,
     }
 }
 
@@ -93,7 +88,7 @@ async fn gossip_validation_scoring_and_content_fetch() {
     let a_addr = listen_addr(&mut a).await;
     b.dial(a_addr).unwrap();
 
-    let mut validator = OneKey(sk.public_key());
+    let key = sk.public_key();
     let mut accepted = Vec::new();
     let mut rejected = 0;
     let mut published = false;
@@ -135,9 +130,15 @@ async fn gossip_validation_scoring_and_content_fetch() {
                 SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(gossipsub::Event::Message {
                     propagation_source, message_id, message,
                 })) => {
-                    match handle_gossip(&mut b, &mut validator, propagation_source, message_id, &message) {
-                        Some(g) => accepted.push(g),
-                        None => rejected += 1,
+                    let (acceptance, decoded) = match decode_gossip(&message) {
+                        Ok((_, g)) => (one_key(&key, &g), Some(g)),
+                        Err(_) => (MessageAcceptance::Reject, None),
+                    };
+                    b.behaviour_mut().gossipsub.report_message_validation_result(
+                        &message_id, &propagation_source, acceptance);
+                    match (acceptance, decoded) {
+                        (MessageAcceptance::Accept, Some(g)) => accepted.push(g),
+                        _ => rejected += 1,
                     }
                     // The forged partial may arrive after A is graylisted (then it is dropped
                     // unseen), so one rejection is enough to move on.
@@ -163,8 +164,8 @@ async fn gossip_validation_scoring_and_content_fetch() {
     }
     assert_eq!(accepted, vec![Gossip::Verdict(good)]);
     assert!((1..=2).contains(&rejected), "rejected {rejected}");
-    // The validator refuses the forged partial (whether or not it arrived).
-    assert_eq!(validator.validate(&Gossip::Verdict(forged)), MessageAcceptance::Reject);
+    // The check refuses the forged partial (whether or not it arrived).
+    assert_eq!(one_key(&key, &Gossip::Verdict(forged)), MessageAcceptance::Reject);
     // Rejected messages lowered A's score at B.
     let score = b.behaviour().gossipsub.peer_score(&a_id).unwrap();
     assert!(score < 0.0, "score after rejections: {score}");
