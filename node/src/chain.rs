@@ -16,7 +16,14 @@ use alloy_signer_local::PrivateKeySigner;
 use alloy_sol_types::{SolCall, SolEvent, SolInterface};
 use resolvd_consensus::{Committee, Member, PublicKey, QuorumCertificate};
 use resolvd_proto::{wire::DisputeAnnouncement, VerdictCommitment, VerdictDomain};
-use std::path::Path;
+use std::{path::Path, time::Duration};
+
+/// Bound on one JSON-RPC request, connection included: a request to an RPC
+/// endpoint that stops answering fails (and is retried by its caller with
+/// backoff) instead of stalling the watcher or a submission forever.
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound on opening the TCP connection to the RPC endpoint.
+pub const RPC_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A chain failure.
 #[derive(Debug, thiserror::Error)]
@@ -139,11 +146,17 @@ impl Chain {
         let url =
             rpc_url.parse().map_err(|e| ChainError::Rpc(format!("rpc url {rpc_url}: {e}")))?;
         let account = signer.as_ref().map(|s| s.address());
+        let http = reqwest::Client::builder()
+            .timeout(RPC_TIMEOUT)
+            .connect_timeout(RPC_CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| ChainError::Rpc(format!("http client: {e}")))?;
         let provider = match signer {
-            Some(s) => {
-                ProviderBuilder::new().wallet(EthereumWallet::from(s)).connect_http(url).erased()
-            }
-            None => ProviderBuilder::new().connect_http(url).erased(),
+            Some(s) => ProviderBuilder::new()
+                .wallet(EthereumWallet::from(s))
+                .connect_reqwest(http, url)
+                .erased(),
+            None => ProviderBuilder::new().connect_reqwest(http, url).erased(),
         };
         let chain_id = provider.get_chain_id().await.map_err(rpc)?;
         let mut chain = Self {

@@ -48,8 +48,32 @@ pub const REQUIRED: u64 = 250;
 /// Where slashed bonds go (the registry's sink).
 pub const SLASH_SINK: Address = address!("0x000000000000000000000000000000000000dEaD");
 
-/// A free TCP port on 127.0.0.1.
+/// A free TCP port on 127.0.0.1 for a process started later.
+///
+/// The port is only reserved until the caller's child binds it, so it is
+/// drawn from below the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`): an outgoing connection of any
+/// process on the machine (an RPC client, a dialing peer) is given a local
+/// port from that range and could otherwise take the port in between. Ports
+/// handed out once by this process are not handed out again.
 pub fn free_port() -> eyre::Result<u16> {
+    use rand::Rng;
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_low.max(10_001));
+    let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut rng = rand::thread_rng();
+    for _ in 0..1000 {
+        let port = rng.gen_range(low..high);
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
+            return Ok(port);
+        }
+    }
+    // Everything below the ephemeral range is taken: let the kernel choose.
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -331,6 +355,13 @@ impl DevNode {
         let _ = c.wait();
     }
 
+    /// The last `lines` lines of the node's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+
     /// The process id, while running.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -386,7 +417,7 @@ impl DevNode {
     }
 
     /// Waits until `/health` answers.
-    pub async fn wait_healthy(&self, timeout: Duration) -> eyre::Result<()> {
+    pub async fn wait_healthy(&mut self, timeout: Duration) -> eyre::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Ok(r) = reqwest::get(format!("http://{}/health", self.api)).await {
@@ -394,11 +425,20 @@ impl DevNode {
                     return Ok(());
                 }
             }
+            if let Some(status) = self.exited() {
+                bail!(
+                    "node {} exited ({status}) before it was healthy; {}:\n{}",
+                    self.index,
+                    self.log_path().display(),
+                    self.log_tail(40)
+                );
+            }
             if Instant::now() > deadline {
                 bail!(
-                    "node {} not healthy after {timeout:?}; see {}",
+                    "node {} not healthy after {timeout:?}; {}:\n{}",
                     self.index,
-                    self.log_path().display()
+                    self.log_path().display(),
+                    self.log_tail(40)
                 );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -548,7 +588,7 @@ impl Devnet {
         for i in 0..net.nodes.len() {
             net.start_node(i)?;
         }
-        for node in &net.nodes {
+        for node in &mut net.nodes {
             node.wait_healthy(Duration::from_secs(60)).await?;
         }
         net.wait_mesh(Duration::from_secs(120)).await?;
@@ -995,6 +1035,27 @@ impl Devnet {
     pub fn shutdown(&mut self) {
         for n in &mut self.nodes {
             n.stop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+        let ephemeral_low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .map(|s| s.split_whitespace().next().unwrap().parse().unwrap())
+            .unwrap_or(32768);
+        let ports: Vec<u16> = (0..64).map(|_| free_port().unwrap()).collect();
+        let mut unique = ports.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), ports.len(), "a port was handed out twice: {ports:?}");
+        for port in ports {
+            assert!(port < ephemeral_low, "{port} is in the ephemeral range");
+            TcpListener::bind(("127.0.0.1", port)).unwrap();
         }
     }
 }

@@ -28,12 +28,8 @@ impl Drop for Net {
     fn drop(&mut self) {
         if std::thread::panicking() {
             for n in &self.0.nodes {
-                let log = std::fs::read_to_string(n.log_path()).unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(60).collect();
                 eprintln!("===== node {} ({}) =====", n.index, n.log_path().display());
-                for line in tail.iter().rev() {
-                    eprintln!("{line}");
-                }
+                eprintln!("{}", n.log_tail(60));
             }
         } else {
             self.0.shutdown();
