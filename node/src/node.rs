@@ -491,6 +491,51 @@ impl Node {
             info!(target: "node", deal = %deal_id, phase = ?d.view.phase, "restored dispute");
             self.disputes.insert(deal_id, d);
         }
+        self.restore_evidence().await
+    }
+
+    /// Evidence found before a restart and not yet dealt with on chain is
+    /// scheduled again: its slash task lived only in memory, and its gossip
+    /// may never have reached a peer.
+    async fn restore_evidence(&mut self) -> eyre::Result<()> {
+        let Ok(entries) = std::fs::read_dir(self.cfg.data_dir.join("evidence")) else {
+            return Ok(());
+        };
+        for path in entries.flatten().map(|e| e.path()) {
+            let decoded = std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|hex| {
+                    alloy_primitives::hex::decode(hex.trim()).map_err(|e| e.to_string())
+                })
+                .and_then(|bytes| {
+                    resolvd_proto::wire::ConflictEvidence::decode_wire(&bytes)
+                        .map_err(|e| e.to_string())
+                })
+                .and_then(|w| {
+                    let first = Attestation::from_wire(&w.first).map_err(|e| e.to_string())?;
+                    Ok((first, Attestation::from_wire(&w.second).map_err(|e| e.to_string())?))
+                });
+            let (first, second) = match decoded {
+                Ok(pair) => pair,
+                Err(error) => {
+                    warn!(target: "slasher", file = %path.display(), %error, "unreadable evidence file");
+                    continue;
+                }
+            };
+            for epoch in [first.epoch, second.epoch] {
+                if !self.committees.contains_key(&epoch) {
+                    let committee = self.chain.committee(epoch).await?;
+                    self.add_committee(committee);
+                }
+            }
+            match ConflictEvidence::verify(first, second, &self.committees, &self.domain) {
+                // Already-slashed resolvers are filtered out there.
+                Ok(ev) => self.on_evidence(ev, true),
+                Err(error) => {
+                    warn!(target: "slasher", file = %path.display(), %error, "invalid evidence file");
+                }
+            }
+        }
         Ok(())
     }
 
