@@ -225,18 +225,7 @@ mod tests {
     #[test]
     fn commitment_roundtrips_through_the_escrow_abi_with_the_onchain_outcome_code() {
         for (outcome, code) in [(ReexecVerdict::Reproduced, 0u8), (ReexecVerdict::Failed, 1)] {
-            let c = Commitment {
-                deal_id: B256::repeat_byte(1),
-                spec_hash: B256::repeat_byte(2),
-                delivery_hash: B256::repeat_byte(3),
-                prestate_anchor_hash: B256::repeat_byte(4),
-                prestate_root: B256::repeat_byte(5),
-                backend_id: B256::repeat_byte(6),
-                backend_version_hash: B256::repeat_byte(7),
-                outcome,
-                result_hash: B256::repeat_byte(8),
-                trace_hash: B256::repeat_byte(9),
-            };
+            let c = crate::store::tests::commitment(outcome);
             let abi = VerdictCommitment::from(&c);
             assert_eq!(abi.outcome, code);
             assert_eq!(abi.traceHash, c.trace_hash);

@@ -314,13 +314,14 @@ impl ProtectionStore for SharedStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use alloy_primitives::Address;
     use resolvd_consensus::{protection::ProtectedSigner, Error, SecretKey};
     use resolvd_proto::{ReexecVerdict, VerdictCommitment, VerdictDomain};
 
-    fn commitment(outcome: ReexecVerdict) -> VerdictCommitment {
+    /// A made-up commitment (deal 0x0101…) for unit tests.
+    pub(crate) fn commitment(outcome: ReexecVerdict) -> VerdictCommitment {
         VerdictCommitment {
             deal_id: B256::repeat_byte(1),
             spec_hash: B256::repeat_byte(2),
