@@ -215,12 +215,19 @@ impl Chain {
         let _one_at_a_time = self.send_lock.lock().await;
         let tx =
             TransactionRequest::default().with_from(from).with_to(to).with_input(call.abi_encode());
-        let pending = self.provider.send_transaction(tx).await.map_err(|e| revert_or_rpc(&e))?;
+        let tx = with_gas_headroom(&self.provider, tx).await?;
+        let pending =
+            self.provider.send_transaction(tx.clone()).await.map_err(|e| revert_or_rpc(&e))?;
         let receipt = pending.get_receipt().await.map_err(rpc)?;
         if !receipt.status() {
+            let data = mined_revert_data(&self.provider, &receipt, tx).await;
             return Err(ChainError::Reverted {
-                reason: format!("transaction {} reverted", receipt.transaction_hash),
-                data: Bytes::new(),
+                reason: format!(
+                    "transaction {} reverted: {}",
+                    receipt.transaction_hash,
+                    decode_revert(&data)
+                ),
+                data,
             });
         }
         Ok(TxOutcome {
@@ -417,6 +424,53 @@ pub fn decode_revert(data: &[u8]) -> String {
         return format!("{e:?}");
     }
     format!("0x{}", alloy_primitives::hex::encode(data))
+}
+
+/// `tx` with a gas limit of its estimate plus a quarter and 25,000.
+///
+/// An estimate is exact for the state it ran on, but a transaction can be
+/// mined after another one of the same block that makes it dearer: a resolve
+/// that empties the escrow's token balance makes the next deal's funding write
+/// that balance from zero again (~20,000 gas more). Without headroom such a
+/// transaction runs out of gas and reverts; unused gas is not charged.
+/// A revert at estimation is [`ChainError::Reverted`].
+pub async fn with_gas_headroom(
+    provider: &DynProvider,
+    mut tx: TransactionRequest,
+) -> Result<TransactionRequest, ChainError> {
+    let estimate = provider.estimate_gas(tx.clone()).await.map_err(|e| revert_or_rpc(&e))?;
+    tx.gas = Some(estimate.saturating_add(estimate / 4).saturating_add(25_000));
+    Ok(tx)
+}
+
+/// The revert data of a transaction that was mined and reverted (a receipt
+/// carries none): from `debug_traceTransaction` (call tracer) where the RPC
+/// offers it, else by re-running `tx` on the state before its block (the
+/// same answer unless another transaction of that block changed it first).
+/// Empty if neither answers.
+pub async fn mined_revert_data(
+    provider: &DynProvider,
+    receipt: &alloy_rpc_types_eth::TransactionReceipt,
+    tx: TransactionRequest,
+) -> Bytes {
+    let traced: Result<serde_json::Value, _> = provider
+        .raw_request(
+            "debug_traceTransaction".into(),
+            (receipt.transaction_hash, serde_json::json!({ "tracer": "callTracer" })),
+        )
+        .await;
+    if let Some(out) = traced.ok().as_ref().and_then(|t| t["output"].as_str()) {
+        if let Ok(data) = alloy_primitives::hex::decode(out) {
+            return data.into();
+        }
+    }
+    let Some(parent) = receipt.block_number.and_then(|n| n.checked_sub(1)) else {
+        return Bytes::new();
+    };
+    match provider.call(tx).block(BlockId::number(parent)).await {
+        Err(e) => e.as_error_resp().and_then(|p| p.as_revert_data()).unwrap_or_default(),
+        Ok(_) => Bytes::new(),
+    }
 }
 
 /// Whether revert `data` says the deal is no longer disputed (someone else resolved it).

@@ -212,6 +212,17 @@ pub struct Deployment {
     pub block: u64,
 }
 
+/// Waits (up to 10 s) until the chain at `url` answers.
+pub async fn wait_for_chain(provider: &DynProvider, url: &str) -> eyre::Result<()> {
+    for _ in 0..100 {
+        if provider.get_chain_id().await.is_ok() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("the chain did not answer on {url}")
+}
+
 /// Sends a transaction from an anvil-unlocked account and waits for success.
 pub async fn send_from(
     provider: &DynProvider,
@@ -221,13 +232,24 @@ pub async fn send_from(
 ) -> eyre::Result<TransactionReceipt> {
     let mut tx = TransactionRequest::default().with_from(from).with_input(input);
     tx.to = Some(to);
+    let tx = crate::chain::with_gas_headroom(provider, tx)
+        .await
+        .map_err(|e| eyre!("estimating gas from {from}: {e}"))?;
     let receipt = provider
-        .send_transaction(tx)
+        .send_transaction(tx.clone())
         .await
         .map_err(|e| eyre!("sending from {from}: {e}"))?
         .get_receipt()
         .await?;
-    ensure!(receipt.status(), "transaction {} reverted", receipt.transaction_hash);
+    if !receipt.status() {
+        let data = crate::chain::mined_revert_data(provider, &receipt, tx).await;
+        bail!(
+            "transaction {} (block {:?}) reverted: {}",
+            receipt.transaction_hash,
+            receipt.block_number,
+            crate::chain::decode_revert(&data)
+        );
+    }
     Ok(receipt)
 }
 
@@ -626,15 +648,7 @@ impl Devnet {
             }
         };
         let provider = ProviderBuilder::new().connect_http(rpc_url.parse()?).erased();
-        let mut ready = false;
-        for _ in 0..100 {
-            if provider.get_chain_id().await.is_ok() {
-                ready = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        ensure!(ready, "the chain did not answer on {rpc_url}");
+        wait_for_chain(&provider, &rpc_url).await?;
         let accounts = provider.get_accounts().await?;
         ensure!(accounts.len() >= 4, "anvil has too few accounts");
         let deployment = deploy(&provider, &artifacts, accounts[0]).await?;

@@ -363,7 +363,7 @@ async fn chaos(n: usize) {
         (n - 1) / 3,
         observed.len()
     );
-    let path = format!("{}/../target/chaos-n{n}.txt", env!("CARGO_MANIFEST_DIR"));
+    let path = std::env::temp_dir().join(format!("resolvd-chaos-n{n}.txt"));
     let _ = std::fs::write(&path, &report);
     tracing::info!("{report}");
     #[allow(clippy::disallowed_macros)]

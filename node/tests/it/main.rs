@@ -3,5 +3,6 @@
 mod bench;
 mod chaos;
 mod cli;
+mod gas;
 mod network;
 mod p2p;
