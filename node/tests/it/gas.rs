@@ -1,9 +1,9 @@
 //! Gas headroom on a real anvil: a transaction estimated on one state and
 //! mined after another transaction of the same block that makes it dearer
 //! (a balance written from zero again) runs out of gas at its bare estimate
-//! and succeeds with [`with_gas_headroom`]. This is how a chaos run's
-//! `fund` once reverted: the dispute before it was resolved in the same block
-//! and emptied the escrow's token balance.
+//! and succeeds with [`with_gas_headroom`]. The likely cause of a chaos run's
+//! `fund` reverting without a reason in CI: the dispute before it was
+//! resolved in the same block and emptied the escrow's token balance.
 
 use crate::network::workspace;
 use alloy_network::TransactionBuilder;
