@@ -215,21 +215,7 @@ impl Chain {
         let _one_at_a_time = self.send_lock.lock().await;
         let tx =
             TransactionRequest::default().with_from(from).with_to(to).with_input(call.abi_encode());
-        let tx = with_gas_headroom(&self.provider, tx).await?;
-        let pending =
-            self.provider.send_transaction(tx.clone()).await.map_err(|e| revert_or_rpc(&e))?;
-        let receipt = pending.get_receipt().await.map_err(rpc)?;
-        if !receipt.status() {
-            let data = mined_revert_data(&self.provider, &receipt, tx).await;
-            return Err(ChainError::Reverted {
-                reason: format!(
-                    "transaction {} reverted: {}",
-                    receipt.transaction_hash,
-                    decode_revert(&data)
-                ),
-                data,
-            });
-        }
+        let receipt = send_and_confirm(&self.provider, tx).await?;
         Ok(TxOutcome {
             tx_hash: receipt.transaction_hash,
             gas_used: receipt.gas_used,
@@ -424,6 +410,30 @@ pub fn decode_revert(data: &[u8]) -> String {
         return format!("{e:?}");
     }
     format!("0x{}", alloy_primitives::hex::encode(data))
+}
+
+/// Sends `tx` with [`with_gas_headroom`] and waits for its receipt. A revert,
+/// at estimation or mined, is [`ChainError::Reverted`] with its data.
+pub async fn send_and_confirm(
+    provider: &DynProvider,
+    tx: TransactionRequest,
+) -> Result<alloy_rpc_types_eth::TransactionReceipt, ChainError> {
+    let tx = with_gas_headroom(provider, tx).await?;
+    let pending = provider.send_transaction(tx.clone()).await.map_err(|e| revert_or_rpc(&e))?;
+    let receipt = pending.get_receipt().await.map_err(rpc)?;
+    if !receipt.status() {
+        let data = mined_revert_data(provider, &receipt, tx).await;
+        return Err(ChainError::Reverted {
+            reason: format!(
+                "transaction {} (block {:?}) reverted: {}",
+                receipt.transaction_hash,
+                receipt.block_number,
+                decode_revert(&data)
+            ),
+            data,
+        });
+    }
+    Ok(receipt)
 }
 
 /// `tx` with a gas limit of its estimate plus a quarter and 25,000.

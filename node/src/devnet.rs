@@ -232,24 +232,9 @@ pub async fn send_from(
 ) -> eyre::Result<TransactionReceipt> {
     let mut tx = TransactionRequest::default().with_from(from).with_input(input);
     tx.to = Some(to);
-    let tx = crate::chain::with_gas_headroom(provider, tx)
+    let receipt = crate::chain::send_and_confirm(provider, tx)
         .await
-        .map_err(|e| eyre!("estimating gas from {from}: {e}"))?;
-    let receipt = provider
-        .send_transaction(tx.clone())
-        .await
-        .map_err(|e| eyre!("sending from {from}: {e}"))?
-        .get_receipt()
-        .await?;
-    if !receipt.status() {
-        let data = crate::chain::mined_revert_data(provider, &receipt, tx).await;
-        bail!(
-            "transaction {} (block {:?}) reverted: {}",
-            receipt.transaction_hash,
-            receipt.block_number,
-            crate::chain::decode_revert(&data)
-        );
-    }
+        .map_err(|e| eyre!("sending from {from}: {e}"))?;
     Ok(receipt)
 }
 
