@@ -211,6 +211,18 @@ impl CertificateBuilder {
         self.pending.len()
     }
 
+    /// Forgets every group and queued partial of `deal` (settled): memory
+    /// stays bounded by the open deals.
+    pub fn forget_deal(&mut self, deal: &B256) {
+        self.groups.retain(|_, g| g.commitment.deal_id != *deal);
+        self.pending.retain(|p| p.commitment.deal_id != *deal);
+    }
+
+    /// Digest groups held (verified partials of open deals).
+    pub fn groups(&self) -> usize {
+        self.groups.len()
+    }
+
     /// Stake of the verified signers of `digest`.
     pub fn signed_stake(&self, digest: &B256) -> U256 {
         self.groups.get(digest).map_or(U256::ZERO, |g| g.stake)

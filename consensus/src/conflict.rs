@@ -102,6 +102,13 @@ impl ConflictDetector {
         self.committees.insert(committee.epoch(), committee);
     }
 
+    /// Forgets every attestation and report of `deal` (a settled deal whose
+    /// slashing window the caller no longer watches): memory stays bounded.
+    pub fn forget_deal(&mut self, deal: &B256) {
+        self.by_deal.remove(deal);
+        self.reported.retain(|(d, _)| d != deal);
+    }
+
     /// Records `attestation` and returns evidence against every signer that
     /// signed a different commitment for the same deal and was not reported
     /// for that deal before. An invalid attestation is dropped when checked.
