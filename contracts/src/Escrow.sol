@@ -143,13 +143,23 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     }
 
     /// @notice The buyer disputes a delivery: pins the registry's current committee epoch and
-    ///         opens the resolve window. Emits everything a resolver node needs.
-    function challenge(bytes32 dealId) external {
+    ///         opens the resolve window. Emits everything a resolver node needs. Every member of
+    ///         that epoch registered before the deal was funded (the registry's warm-up is at
+    ///         least the deal's deliver + challenge windows). If the committee holds less than
+    ///         the registry's minimum stake no verdict is possible: the deal is cancelled
+    ///         instead (buyer refunded, DA bond returned, nobody marked).
+    function challenge(bytes32 dealId) external nonReentrant {
         Deal storage d = _in(dealId, DealState.Delivered);
         if (msg.sender != d.buyer) revert NotBuyer(dealId, msg.sender);
         if (block.timestamp >= d.challengeDeadline) revert TooLate(dealId, d.challengeDeadline);
         if (block.timestamp <= d.deliveredAt) revert TooEarly(dealId, uint256(d.deliveredAt) + 1);
-        uint256 epoch = registry.currentEpoch();
+        (uint256 epoch, uint256 committeeStake) = registry.currentCommittee();
+        uint256 minimum = registry.minimumCommitteeStake();
+        if (committeeStake < minimum) {
+            emit CommitteeUnavailable(dealId, epoch, committeeStake, minimum);
+            _settle(dealId, d, Settlement.Cancelled);
+            return;
+        }
         d.state = DealState.Disputed;
         d.epoch = epoch.toUint64();
         d.challengedAt = block.timestamp.toUint64();
@@ -248,8 +258,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         if (t.deliverWindow == 0) revert ZeroWindow("deliver");
         if (t.challengeWindow == 0) revert ZeroWindow("challenge");
         if (t.resolveWindow == 0) revert ZeroWindow("resolve");
-        uint256 maxResolve = registry.maxResolveWindow();
-        if (t.resolveWindow > maxResolve) revert ResolveWindowTooLong(t.resolveWindow, maxResolve);
+        _checkAgainstRegistry(t);
         if (!backendAllowed[t.backendId][t.backendVersionHash]) {
             revert BackendNotAllowed(t.backendId, t.backendVersionHash);
         }
@@ -277,6 +286,20 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         d.backendId = t.backendId;
         d.backendVersionHash = t.backendVersionHash;
         emit DealFunded(dealId, buyer, t.seller, t, block.timestamp, d.deliverDeadline);
+    }
+
+    /// @dev Terms the registry bounds: the resolve window, the span from funding to the last
+    ///      possible challenge (within the warm-up of new stake, so only stake registered
+    ///      before funding can decide the deal), and a committee with at least the minimum stake.
+    function _checkAgainstRegistry(Terms calldata t) internal view {
+        uint256 maxResolve = registry.maxResolveWindow();
+        if (t.resolveWindow > maxResolve) revert ResolveWindowTooLong(t.resolveWindow, maxResolve);
+        uint256 span = uint256(t.deliverWindow) + t.challengeWindow;
+        uint256 warmUp = registry.activationDelay();
+        if (span > warmUp) revert WindowsExceedActivationDelay(span, warmUp);
+        (uint256 epoch, uint256 committeeStake) = registry.currentCommittee();
+        uint256 minimum = registry.minimumCommitteeStake();
+        if (committeeStake < minimum) revert CommitteeTooSmall(epoch, committeeStake, minimum);
     }
 
     function _in(bytes32 dealId, DealState expected) internal view returns (Deal storage d) {

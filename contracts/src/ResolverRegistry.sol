@@ -10,7 +10,8 @@ import {
     Evidence,
     IResolverRegistry,
     IResolverRegistryErrors,
-    IResolverRegistryEvents
+    IResolverRegistryEvents,
+    RegistryParameters
 } from "./interfaces/IResolverRegistry.sol";
 import {BLS} from "./libraries/BLS.sol";
 import {VerdictHash} from "./libraries/VerdictHash.sol";
@@ -18,7 +19,11 @@ import {VerdictHash} from "./libraries/VerdictHash.sol";
 /// @title ResolverRegistry
 /// @notice Bonded BLS resolvers, committee epochs, quorum-certificate verification and
 ///         permissionless equivocation slashing.
-/// @dev Resolvers get a permanent index at registration. An epoch is the set of resolvers whose
+/// @dev Resolvers get a permanent index at registration and join the committee only through
+///      `activate`, at least `activationDelay` later (warm-up): stake bought at the last moment
+///      cannot decide a dispute, because escrows only fund deals whose deliver + challenge
+///      windows fit in the warm-up, so every member of a deal's pinned epoch registered before
+///      the deal was funded. An epoch is the set of resolvers whose
 ///      membership interval [joinedEpoch, leftEpoch) contains it; each epoch stores only its
 ///      aggregate key and total stake, so a membership change costs O(1) storage and a
 ///      certificate costs one stored-key subtraction per non-signer. Stake is the bond at
@@ -62,6 +67,8 @@ contract ResolverRegistry is
     }
 
     uint256 internal constant BPS = 10_000;
+    /// @dev Bound of `activationDelay` (about 34,800 years): deal deadlines stay in uint64.
+    uint256 internal constant MAX_ACTIVATION_DELAY = 1 << 40;
 
     /// @notice The bond token.
     IERC20 public immutable bondToken;
@@ -76,6 +83,10 @@ contract ResolverRegistry is
     /// @notice Delay between `requestExit` and `withdraw`; longer than
     ///         `maxResolveWindow + slashingWindow`.
     uint256 public immutable unbondingDelay;
+    /// @inheritdoc IResolverRegistry
+    uint256 public immutable activationDelay;
+    /// @inheritdoc IResolverRegistry
+    uint256 public immutable minimumCommitteeStake;
     /// @notice Share of a slashed bond paid to the evidence submitter, in basis points.
     uint256 public immutable whistleblowerBps;
     /// @notice Receiver of the rest of a slashed bond.
@@ -83,12 +94,14 @@ contract ResolverRegistry is
 
     /// @notice Number of resolvers ever registered; indices are `[0, resolverCount)`.
     uint256 public resolverCount;
-    /// @dev Mappings, not arrays: a lookup needs no (cold) length read. An unregistered index
-    ///      has `joinedEpoch == 0` (epoch 0 is the empty genesis committee).
+    /// @dev Mappings, not arrays: a lookup needs no (cold) length read. An unregistered or not
+    ///      yet activated index has `joinedEpoch == 0` (epoch 0 is the empty genesis committee).
     mapping(uint256 => BLS.PackedG1) internal _keys;
     mapping(uint256 => Membership) internal _memberships;
     mapping(uint256 => Resolver) internal _resolvers;
     Epoch[] internal _epochs;
+    /// @dev Earliest `activate` time of a registered resolver.
+    mapping(uint256 => uint64) internal _activatesAt;
 
     /// @notice Whether a key (keccak256 of its EIP-2537 encoding) was ever registered.
     mapping(bytes32 keyHash => bool) public keyRegistered;
@@ -98,35 +111,38 @@ contract ResolverRegistry is
     mapping(bytes32 domainSeparator => mapping(bytes32 dealId => mapping(uint256 => bool))) public
         slashedFor;
 
-    constructor(
-        IERC20 bondToken_,
-        uint256 minimumBond_,
-        uint256 thresholdBps_,
-        uint256 maxResolveWindow_,
-        uint256 slashingWindow_,
-        uint256 unbondingDelay_,
-        uint256 whistleblowerBps_,
-        address slashSink_
-    ) {
-        if (address(bondToken_) == address(0)) {
-            revert InvalidParameters("bond token");
+    /// @dev Rejects parameters under which the registry's guarantees fail: a threshold of at
+    ///      most half (two disjoint quorums), an unbonding delay that ends before a dispute's
+    ///      slashing window, a zero warm-up (last-moment stake) or one so long that deal
+    ///      deadlines overflow, and a minimum committee smaller than one bond.
+    constructor(RegistryParameters memory p) {
+        if (address(p.bondToken) == address(0)) revert InvalidParameters("bond token");
+        if (p.minimumBond == 0) revert InvalidParameters("minimum bond");
+        if (p.thresholdBps <= BPS / 2 || p.thresholdBps > BPS) {
+            revert InvalidParameters("threshold");
         }
-        if (minimumBond_ == 0) revert InvalidParameters("minimum bond");
-        if (thresholdBps_ <= BPS / 2 || thresholdBps_ > BPS) revert InvalidParameters("threshold");
-        if (maxResolveWindow_ == 0 || slashingWindow_ == 0) revert InvalidParameters("windows");
-        if (unbondingDelay_ <= maxResolveWindow_ + slashingWindow_) {
+        if (p.maxResolveWindow == 0 || p.slashingWindow == 0) revert InvalidParameters("windows");
+        if (p.unbondingDelay <= p.maxResolveWindow + p.slashingWindow) {
             revert InvalidParameters("unbonding delay too short");
         }
-        if (whistleblowerBps_ > BPS) revert InvalidParameters("whistleblower share");
-        if (slashSink_ == address(0)) revert InvalidParameters("slash sink");
-        bondToken = bondToken_;
-        minimumBond = minimumBond_;
-        thresholdBps = thresholdBps_;
-        maxResolveWindow = maxResolveWindow_;
-        slashingWindow = slashingWindow_;
-        unbondingDelay = unbondingDelay_;
-        whistleblowerBps = whistleblowerBps_;
-        slashSink = slashSink_;
+        if (p.activationDelay == 0 || p.activationDelay > MAX_ACTIVATION_DELAY) {
+            revert InvalidParameters("activation delay");
+        }
+        if (p.minimumCommitteeStake < p.minimumBond) {
+            revert InvalidParameters("minimum committee stake");
+        }
+        if (p.whistleblowerBps > BPS) revert InvalidParameters("whistleblower share");
+        if (p.slashSink == address(0)) revert InvalidParameters("slash sink");
+        bondToken = p.bondToken;
+        minimumBond = p.minimumBond;
+        thresholdBps = p.thresholdBps;
+        maxResolveWindow = p.maxResolveWindow;
+        slashingWindow = p.slashingWindow;
+        unbondingDelay = p.unbondingDelay;
+        activationDelay = p.activationDelay;
+        minimumCommitteeStake = p.minimumCommitteeStake;
+        whistleblowerBps = p.whistleblowerBps;
+        slashSink = p.slashSink;
         // Epoch 0: the empty committee before anyone registered.
         _epochs.push();
     }
@@ -134,7 +150,8 @@ contract ResolverRegistry is
     // ------------------------------------------------------------------ membership
 
     /// @notice Registers the caller as a resolver with a BLS key, its proof of possession and a
-    ///         bond of `bond` bond tokens (approve first). Starts a new epoch that includes it.
+    ///         bond of `bond` bond tokens (approve first). The resolver joins the committee
+    ///         through `activate`, no earlier than `activationDelay` from now.
     /// @param publicKey EIP-2537 G1 public key (128 bytes).
     /// @param proofOfPossession EIP-2537 G2 signature of the compressed key under the PoP DST.
     /// @param bond Bond amount; at least `minimumBond`.
@@ -160,9 +177,7 @@ contract ResolverRegistry is
         keyRegistered[keyHash] = true;
         _indexPlusOne[msg.sender] = index + 1;
         _keys[index] = BLS.packG1(publicKey);
-        uint256 epoch = _epochs.length;
-        _memberships[index] =
-            Membership({stake: bond.toUint128(), joinedEpoch: epoch.toUint64(), leftEpoch: 0});
+        _memberships[index] = Membership({stake: bond.toUint128(), joinedEpoch: 0, leftEpoch: 0});
         _resolvers[index] = Resolver({
             operator: msg.sender,
             exitRequestedAt: 0,
@@ -170,22 +185,52 @@ contract ResolverRegistry is
             withdrawn: false,
             bond: bond.toUint128()
         });
-        Epoch storage last = _epochs[epoch - 1];
-        _pushEpoch(
-            BLS.addG1(BLS.unpackG1(last.aggregateKey), publicKey),
-            uint256(last.totalStake) + bond,
-            last.members + 1
-        );
+        uint256 activatesAt = block.timestamp + activationDelay;
+        _activatesAt[index] = activatesAt.toUint64();
 
         uint256 balance = bondToken.balanceOf(address(this));
         bondToken.safeTransferFrom(msg.sender, address(this), bond);
         uint256 received = bondToken.balanceOf(address(this)) - balance;
         if (received != bond) revert BondTransferMismatch(bond, received);
         emit ResolverRegistered(index, msg.sender, keyHash, bond);
+        emit ActivationScheduled(index, activatesAt);
     }
 
-    /// @notice Leaves the committee (a new epoch without the caller starts now). The bond stays
-    ///         locked, and slashable, for `unbondingDelay`.
+    /// @notice Adds registered resolvers whose warm-up is over to the committee, as one new
+    ///         epoch. Permissionless: anyone may activate anyone whose time has come.
+    /// @param indices Resolvers to activate, strictly ascending; each registered, not yet a
+    ///        member, not exiting or slashed, and at least `activationDelay` after registering.
+    /// @return epoch The new epoch.
+    function activate(uint256[] calldata indices) external returns (uint256 epoch) {
+        uint256 n = indices.length;
+        if (n == 0) revert NothingToActivate();
+        epoch = _epochs.length;
+        Epoch storage last = _epochs[epoch - 1];
+        bytes memory key = BLS.unpackG1(last.aggregateKey);
+        uint256 stake = last.totalStake;
+        for (uint256 i; i < n; ++i) {
+            uint256 index = indices[i];
+            if (i > 0 && index <= indices[i - 1]) revert IndicesNotAscending(i);
+            if (index >= resolverCount) revert UnknownResolver(index, resolverCount);
+            Membership storage m = _memberships[index];
+            Resolver storage r = _resolvers[index];
+            if (m.joinedEpoch != 0 || r.exitRequestedAt != 0 || r.slashed) {
+                revert NotPending(index);
+            }
+            uint256 at = _activatesAt[index];
+            if (block.timestamp < at) revert ActivationPending(index, at);
+            m.joinedEpoch = epoch.toUint64();
+            stake += m.stake;
+            // An empty committee's aggregate is the identity (all zero), which G1ADD accepts.
+            key = BLS.addG1(key, BLS.unpackG1(_keys[index]));
+            emit ResolverActivated(index, epoch);
+        }
+        _pushEpoch(key, stake, last.members + n);
+    }
+
+    /// @notice Leaves the committee (a new epoch without the caller starts now; a resolver that
+    ///         was never activated just stops its activation). The bond stays locked, and
+    ///         slashable, for `unbondingDelay`.
     function requestExit() external {
         uint256 resolver = _indexOf(msg.sender);
         Resolver storage r = _resolvers[resolver];
@@ -216,6 +261,17 @@ contract ResolverRegistry is
     /// @inheritdoc IResolverRegistry
     function currentEpoch() public view returns (uint256) {
         return _epochs.length - 1;
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function currentCommittee() external view returns (uint256 epoch, uint256 totalStake) {
+        epoch = _epochs.length - 1;
+        totalStake = _epochs[epoch].totalStake;
+    }
+
+    /// @notice Earliest time `index` may be activated (0 if never registered).
+    function activatesAt(uint256 index) external view returns (uint256) {
+        return _activatesAt[index];
     }
 
     /// @inheritdoc IResolverRegistry
@@ -352,10 +408,10 @@ contract ResolverRegistry is
         emit EpochStarted(epoch, totalStake, members);
     }
 
-    /// @dev Starts a new epoch without `index` (no-op if it already left).
+    /// @dev Starts a new epoch without `index` (no-op if it already left or never joined).
     function _leave(uint256 index) internal {
         Membership storage m = _memberships[index];
-        if (m.leftEpoch != 0) return;
+        if (m.leftEpoch != 0 || m.joinedEpoch == 0) return;
         uint256 epoch = _epochs.length;
         m.leftEpoch = epoch.toUint64();
         Epoch storage last = _epochs[epoch - 1];

@@ -11,7 +11,11 @@ import {
     Settlement,
     Terms
 } from "../src/interfaces/IEscrow.sol";
-import {Evidence, IResolverRegistryErrors} from "../src/interfaces/IResolverRegistry.sol";
+import {
+    Evidence,
+    IResolverRegistryErrors,
+    RegistryParameters
+} from "../src/interfaces/IResolverRegistry.sol";
 import {BLS} from "../src/libraries/BLS.sol";
 import {Outcome, VerdictCommitment} from "../src/libraries/VerdictHash.sol";
 import {FeeToken} from "./mocks/FeeToken.sol";
@@ -136,9 +140,7 @@ contract EscrowTest is EscrowBase {
 
     function testRegisterRejectsForeignProofOfPossession() public {
         // A fresh registry: key 0 with key 1's PoP.
-        ResolverRegistry fresh = new ResolverRegistry(
-            IERC20(TOKEN), BOND, THRESHOLD_BPS, MAX_RESOLVE, SLASHING_WINDOW, UNBONDING, 1000, SINK
-        );
+        ResolverRegistry fresh = new ResolverRegistry(_params());
         token.mint(address(this), BOND);
         token.approve(address(fresh), BOND);
         vm.expectRevert(IResolverRegistryErrors.InvalidProofOfPossession.selector);
@@ -644,32 +646,34 @@ contract EscrowTest is EscrowBase {
         escrow.challenge(id);
     }
 
+    function _expectInvalid(RegistryParameters memory p, string memory reason) internal {
+        vm.expectRevert(
+            abi.encodeWithSelector(IResolverRegistryErrors.InvalidParameters.selector, reason)
+        );
+        new ResolverRegistry(p);
+    }
+
     function testConstructorsValidateParameters() public {
-        IERC20 tk = IERC20(TOKEN);
-        vm.expectRevert(
-            abi.encodeWithSelector(IResolverRegistryErrors.InvalidParameters.selector, "threshold")
-        );
-        new ResolverRegistry(tk, BOND, 5000, MAX_RESOLVE, SLASHING_WINDOW, UNBONDING, 1000, SINK);
-        vm.expectRevert(
-            abi.encodeWithSelector(
-                IResolverRegistryErrors.InvalidParameters.selector, "unbonding delay too short"
-            )
-        );
-        new ResolverRegistry(
-            tk, BOND, 6667, MAX_RESOLVE, SLASHING_WINDOW, MAX_RESOLVE + SLASHING_WINDOW, 1000, SINK
-        );
-        vm.expectRevert(
-            abi.encodeWithSelector(
-                IResolverRegistryErrors.InvalidParameters.selector, "minimum bond"
-            )
-        );
-        new ResolverRegistry(tk, 0, 6667, MAX_RESOLVE, SLASHING_WINDOW, UNBONDING, 1000, SINK);
-        vm.expectRevert(
-            abi.encodeWithSelector(IResolverRegistryErrors.InvalidParameters.selector, "slash sink")
-        );
-        new ResolverRegistry(
-            tk, BOND, 6667, MAX_RESOLVE, SLASHING_WINDOW, UNBONDING, 1000, address(0)
-        );
+        RegistryParameters memory p = _params();
+        p.thresholdBps = 5000;
+        _expectInvalid(p, "threshold");
+        p = _params();
+        p.unbondingDelay = MAX_RESOLVE + SLASHING_WINDOW;
+        _expectInvalid(p, "unbonding delay too short");
+        p = _params();
+        p.minimumBond = 0;
+        _expectInvalid(p, "minimum bond");
+        p = _params();
+        p.slashSink = address(0);
+        _expectInvalid(p, "slash sink");
+        p = _params();
+        p.activationDelay = 0;
+        _expectInvalid(p, "activation delay");
+        p.activationDelay = (1 << 40) + 1;
+        _expectInvalid(p, "activation delay");
+        p = _params();
+        p.minimumCommitteeStake = BOND - 1;
+        _expectInvalid(p, "minimum committee stake");
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.ZeroAddress.selector, "registry"));
         new Escrow(ResolverRegistry(address(0)), address(this));
     }
@@ -700,16 +704,9 @@ contract EscrowTest is EscrowBase {
         escrow.fund(t, "", "");
         vm.stopPrank();
 
-        ResolverRegistry feeRegistry = new ResolverRegistry(
-            IERC20(address(fee)),
-            BOND,
-            THRESHOLD_BPS,
-            MAX_RESOLVE,
-            SLASHING_WINDOW,
-            UNBONDING,
-            1000,
-            SINK
-        );
+        RegistryParameters memory p = _params();
+        p.bondToken = IERC20(address(fee));
+        ResolverRegistry feeRegistry = new ResolverRegistry(p);
         fee.mint(address(this), BOND);
         fee.approve(address(feeRegistry), BOND);
         vm.expectRevert(

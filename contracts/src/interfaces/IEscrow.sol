@@ -23,7 +23,10 @@ enum Settlement {
     /// @dev Buyer reclaimed an undelivered deal after the deliver deadline.
     Reclaimed,
     /// @dev No certificate by the resolve deadline: buyer refunded and paid the seller's DA bond.
-    TimedOut
+    TimedOut,
+    /// @dev Challenged while the registry's committee held less than its minimum stake, so no
+    ///      verdict was possible: buyer refunded, DA bond returned, nobody marked.
+    Cancelled
 }
 
 /// @notice Terms a buyer funds. `dealId = keccak256(abi.encode(chainid, escrow, buyer, terms))`,
@@ -100,6 +103,8 @@ interface IEscrowErrors {
     error ContentHashMismatch(bytes32 expected, bytes32 computed);
     error CommitmentMismatch(bytes32 dealId, string field);
     error TransferMismatch(uint256 expected, uint256 received);
+    error WindowsExceedActivationDelay(uint256 span, uint256 activationDelay);
+    error CommitteeTooSmall(uint256 epoch, uint256 totalStake, uint256 minimum);
 }
 
 /// @notice Events of the Escrow.
@@ -156,6 +161,11 @@ interface IEscrowEvents {
         address bondPaidTo,
         uint256 bond,
         uint256 settledAt
+    );
+    /// @notice A challenge found the committee below the registry's minimum stake: the deal was
+    ///         cancelled (Settlement.Cancelled) instead of being disputed.
+    event CommitteeUnavailable(
+        bytes32 indexed dealId, uint256 epoch, uint256 totalStake, uint256 minimum
     );
     event BackendAllowed(bytes32 indexed backendId, bytes32 indexed versionHash, bool allowed);
 }

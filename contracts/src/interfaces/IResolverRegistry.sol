@@ -2,6 +2,32 @@
 pragma solidity 0.8.30;
 
 import {VerdictCommitment} from "../libraries/VerdictHash.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+
+/// @notice Deployment parameters of a ResolverRegistry (ABI-encoded like the positional list).
+struct RegistryParameters {
+    /// @dev The bond token (ERC-20).
+    IERC20 bondToken;
+    /// @dev Smallest bond accepted.
+    uint256 minimumBond;
+    /// @dev Quorum threshold in basis points of an epoch's stake.
+    uint256 thresholdBps;
+    /// @dev The longest resolve window an escrow may give a dispute.
+    uint256 maxResolveWindow;
+    /// @dev Time after a dispute's resolve deadline in which evidence is expected.
+    uint256 slashingWindow;
+    /// @dev Delay between `requestExit` and `withdraw`; > maxResolveWindow + slashingWindow.
+    uint256 unbondingDelay;
+    /// @dev Warm-up between `register` and the earliest `activate`; escrows only fund deals
+    ///      whose deliver + challenge windows fit in it.
+    uint256 activationDelay;
+    /// @dev Smallest total stake a committee needs for a deal to be funded or disputed.
+    uint256 minimumCommitteeStake;
+    /// @dev Share of a slashed bond paid to the evidence submitter, in basis points.
+    uint256 whistleblowerBps;
+    /// @dev Receiver of the rest of a slashed bond.
+    address slashSink;
+}
 
 /// @notice Errors of the ResolverRegistry.
 interface IResolverRegistryErrors {
@@ -25,6 +51,10 @@ interface IResolverRegistryErrors {
     error SameCommitment();
     error NoEquivocator();
     error InvalidParameters(string reason);
+    error NotPending(uint256 resolver);
+    error ActivationPending(uint256 resolver, uint256 activatesAt);
+    error UnknownResolver(uint256 resolver, uint256 count);
+    error NothingToActivate();
 }
 
 /// @notice Events of the ResolverRegistry.
@@ -34,6 +64,8 @@ interface IResolverRegistryEvents {
     );
     event ExitRequested(uint256 indexed resolver, address indexed operator, uint256 withdrawableAt);
     event Withdrawn(uint256 indexed resolver, address indexed operator, uint256 amount);
+    event ActivationScheduled(uint256 indexed resolver, uint256 activatesAt);
+    event ResolverActivated(uint256 indexed resolver, uint256 indexed epoch);
     event EpochStarted(uint256 indexed epoch, uint256 totalStake, uint256 members);
     event Slashed(
         uint256 indexed resolver,
@@ -59,8 +91,19 @@ interface IResolverRegistry {
     /// @notice The epoch new disputes pin.
     function currentEpoch() external view returns (uint256);
 
+    /// @notice The current epoch and its total stake.
+    function currentCommittee() external view returns (uint256 epoch, uint256 totalStake);
+
     /// @notice The longest resolve window an escrow may give a dispute.
     function maxResolveWindow() external view returns (uint256);
+
+    /// @notice Warm-up of new stake: a registration joins the committee no earlier than this
+    ///         long after it. An escrow must keep every deal's funding-to-last-challenge span
+    ///         within it, so that only stake registered before funding can decide the deal.
+    function activationDelay() external view returns (uint256);
+
+    /// @notice The smallest committee stake a deal may be funded or disputed with.
+    function minimumCommitteeStake() external view returns (uint256);
 
     /// @notice Verifies a quorum certificate against `epoch`; reverts unless valid.
     function verifyCertificate(

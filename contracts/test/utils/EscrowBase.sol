@@ -4,7 +4,7 @@ pragma solidity 0.8.30;
 import {Escrow} from "../../src/Escrow.sol";
 import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
 import {Terms} from "../../src/interfaces/IEscrow.sol";
-import {Evidence} from "../../src/interfaces/IResolverRegistry.sol";
+import {Evidence, RegistryParameters} from "../../src/interfaces/IResolverRegistry.sol";
 import {VerdictCommitment} from "../../src/libraries/VerdictHash.sol";
 import {TestToken} from "../mocks/TestToken.sol";
 import {Vectors} from "./Vectors.sol";
@@ -27,6 +27,9 @@ abstract contract EscrowBase is Vectors {
     uint256 internal constant SLASHING_WINDOW = 7 days;
     uint256 internal constant UNBONDING = 15 days;
     uint256 internal constant WHISTLEBLOWER_BPS = 1000;
+    /// @dev Covers the vector deals' deliver + challenge windows (1 day each).
+    uint256 internal constant ACTIVATION = 3 days;
+    uint256 internal constant MIN_COMMITTEE = BOND;
 
     TestToken internal token;
     ResolverRegistry internal registry;
@@ -44,16 +47,7 @@ abstract contract EscrowBase is Vectors {
     function _deploySystem() internal {
         vm.warp(1_700_000_000);
         token = TestToken(_deployAt(TOKEN, type(TestToken).creationCode));
-        registry = new ResolverRegistry(
-            IERC20(TOKEN),
-            BOND,
-            THRESHOLD_BPS,
-            MAX_RESOLVE,
-            SLASHING_WINDOW,
-            UNBONDING,
-            WHISTLEBLOWER_BPS,
-            SINK
-        );
+        registry = new ResolverRegistry(_params());
         escrow = Escrow(
             _deployAt(
                 ESCROW,
@@ -62,26 +56,57 @@ abstract contract EscrowBase is Vectors {
         );
     }
 
+    /// @dev The registry parameters of the test deployment.
+    function _params() internal pure returns (RegistryParameters memory) {
+        return RegistryParameters({
+            bondToken: IERC20(TOKEN),
+            minimumBond: BOND,
+            thresholdBps: THRESHOLD_BPS,
+            maxResolveWindow: MAX_RESOLVE,
+            slashingWindow: SLASHING_WINDOW,
+            unbondingDelay: UNBONDING,
+            activationDelay: ACTIVATION,
+            minimumCommitteeStake: MIN_COMMITTEE,
+            whistleblowerBps: WHISTLEBLOWER_BPS,
+            slashSink: SINK
+        });
+    }
+
     function _operator(uint256 i) internal pure returns (address) {
         // forge-lint: disable-next-line(unsafe-typecast)
         return address(uint160(0x0e0000 + i)); // i < 2^32
     }
 
-    /// @dev Registers resolvers `[0, n)` of `json` (fields `.resolvers[i].publicKey` / `.proofOfPossession`).
+    /// @dev Registers resolvers `[0, n)` of `json` (fields `.resolvers[i].publicKey` /
+    ///      `.proofOfPossession`), waits out the warm-up and activates them one by one, so
+    ///      epoch i holds resolvers `[0, i)` as when every registration started an epoch.
     function _registerResolvers(string memory json, uint256 n) internal {
         for (uint256 i; i < n; ++i) {
-            string memory r = _at(".resolvers", i);
-            address op = _operator(i);
-            token.mint(op, BOND);
-            vm.startPrank(op);
-            token.approve(address(registry), BOND);
-            registry.register(
-                vm.parseJsonBytes(json, string.concat(r, ".publicKey")),
-                vm.parseJsonBytes(json, string.concat(r, ".proofOfPossession")),
-                BOND
-            );
-            vm.stopPrank();
+            _registerOne(json, i, _operator(i), BOND);
         }
+        vm.warp(block.timestamp + ACTIVATION);
+        uint256[] memory one = new uint256[](1);
+        for (uint256 i; i < n; ++i) {
+            one[0] = i;
+            registry.activate(one);
+        }
+    }
+
+    /// @dev Registers vector resolver `i` of `json` from `op` with `bond` (not activated).
+    function _registerOne(string memory json, uint256 i, address op, uint256 bond)
+        internal
+        returns (uint256 index)
+    {
+        string memory r = _at(".resolvers", i);
+        token.mint(op, bond);
+        vm.startPrank(op);
+        token.approve(address(registry), bond);
+        index = registry.register(
+            vm.parseJsonBytes(json, string.concat(r, ".publicKey")),
+            vm.parseJsonBytes(json, string.concat(r, ".proofOfPossession")),
+            bond
+        );
+        vm.stopPrank();
     }
 
     function _allowBackend(Terms memory t) internal {

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {Deal, DealState, IEscrowErrors, Settlement, Terms} from "../src/interfaces/IEscrow.sol";
+import {IResolverRegistryErrors} from "../src/interfaces/IResolverRegistry.sol";
+import {VerdictCommitment} from "../src/libraries/VerdictHash.sol";
+import {EscrowBase} from "./utils/EscrowBase.sol";
+
+/// @notice Stake that joins at the last moment (issue 16, Medium): a buyer registering a bond in
+///         the block of its challenge neither captures nor stalls the pinned committee, because
+///         a registration joins only through `activate` after the warm-up, and escrows fund only
+///         deals whose deliver + challenge windows fit in that warm-up. Both exploits passed
+///         against the code before the warm-up (the attacker's lone Failed certificate settled;
+///         the unanimous honest certificate reverted with BelowThreshold).
+contract CommitteeCaptureTest is EscrowBase {
+    string internal ev;
+    address internal constant ATTACKER = address(0xa77ac);
+    /// @dev Vector resolver 7 signed Failed for every deal; 0..3 signed Reproduced.
+    uint256 internal constant ATTACKER_KEY = 7;
+
+    function setUp() public {
+        ev = _read("consensus/vectors/escrow.json");
+        _deploySystem();
+        _registerResolvers(ev, 4); // honest stake 4,000 in epoch 4
+    }
+
+    function _delivered() internal returns (bytes32 id) {
+        Terms memory t = _terms(ev, ".deals[0]");
+        _allowBackend(t);
+        id = _fund(t);
+        _deliver(id, t, vm.parseJsonBytes32(ev, ".deals[0].deliveryHash"));
+        vm.warp(block.timestamp + 1);
+    }
+
+    function _partials(string memory side, uint256[] memory signers)
+        internal
+        view
+        returns (bytes memory sig)
+    {
+        for (uint256 i; i < signers.length; ++i) {
+            sig = _addG2(
+                sig,
+                vm.parseJsonBytes(
+                    ev, string.concat(side, ".partials[", vm.toString(signers[i]), "]")
+                )
+            );
+        }
+    }
+
+    function _honestCertificate()
+        internal
+        view
+        returns (VerdictCommitment memory c, uint256[] memory non, bytes memory sig)
+    {
+        c = _commitment(ev, ".deals[0].reproduced");
+        uint256[] memory honest = new uint256[](4);
+        (honest[0], honest[1], honest[2], honest[3]) = (0, 1, 2, 3);
+        sig = _partials(".deals[0].reproduced", honest);
+        non = new uint256[](0);
+    }
+
+    /// @notice The buyer registers 8,003 against honest 4,000 in the block of its challenge and
+    ///         signs Failed alone: refused; the honest certificate settles.
+    function testLastMomentStakeCannotCaptureTheCommittee() public {
+        bytes32 id = _delivered();
+        uint256 attacker = _registerOne(ev, ATTACKER_KEY, ATTACKER, 8003e18);
+        vm.prank(BUYER);
+        escrow.challenge(id);
+        require(escrow.deal(id).epoch == 4 && !registry.isMember(attacker, 4), "not pinned");
+
+        VerdictCommitment memory failed = _commitment(ev, ".deals[0].failed");
+        uint256[] memory honest = new uint256[](4);
+        (honest[0], honest[1], honest[2], honest[3]) = (0, 1, 2, 3);
+        bytes memory lone = vm.parseJsonBytes(ev, ".deals[0].failed.partials[7]");
+        // Before the fix: 8,003 / 12,003 >= 6667 bps and the refund went through.
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IResolverRegistryErrors.BelowThreshold.selector, 0, 4 * BOND, THRESHOLD_BPS
+            )
+        );
+        escrow.resolve(failed, honest, lone);
+        // Naming it as a signer does not work either: it is no member of the pinned epoch.
+        uint256[] memory withAttacker = new uint256[](5);
+        (withAttacker[0], withAttacker[1], withAttacker[2], withAttacker[3], withAttacker[4]) =
+        (0, 1, 2, 3, attacker);
+        vm.expectRevert(
+            abi.encodeWithSelector(IResolverRegistryErrors.NotAMember.selector, attacker, 4)
+        );
+        escrow.resolve(failed, withAttacker, lone);
+
+        // Its warm-up outlasts the dispute: it cannot join before the resolve deadline.
+        Deal memory d = escrow.deal(id);
+        vm.warp(d.resolveDeadline);
+        uint256[] memory a = new uint256[](1);
+        a[0] = attacker;
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IResolverRegistryErrors.ActivationPending.selector,
+                attacker,
+                registry.activatesAt(attacker)
+            )
+        );
+        registry.activate(a);
+
+        (VerdictCommitment memory c, uint256[] memory non, bytes memory sig) = _honestCertificate();
+        escrow.resolve(c, non, sig);
+        require(escrow.deal(id).settlement == Settlement.Released, "honest verdict settles");
+    }
+
+    /// @notice The buyer registers just over a third of the new total (2,001 vs 4,000) in the
+    ///         block of its challenge: the unanimous honest certificate still settles.
+    function testLastMomentStakeCannotStallTheCommittee() public {
+        bytes32 id = _delivered();
+        _registerOne(ev, ATTACKER_KEY, ATTACKER, 2001e18);
+        vm.prank(BUYER);
+        escrow.challenge(id);
+        (VerdictCommitment memory c, uint256[] memory non, bytes memory sig) = _honestCertificate();
+        // Before the fix: BelowThreshold(4,000, 6,001, 6667), then a timeout against the seller.
+        escrow.resolve(c, non, sig);
+        require(escrow.deal(id).settlement == Settlement.Released, "no stall");
+    }
+
+    /// @notice What remains trusted: stake that was active when the deal was funded. An
+    ///         attacker holding 2/3 of it before funding decides the deal (both parties could
+    ///         see it in `currentCommittee` before any money moved).
+    function testStakeActiveAtFundingIsTheTrustAssumption() public {
+        uint256 attacker = _registerOne(ev, ATTACKER_KEY, ATTACKER, 8003e18);
+        vm.warp(block.timestamp + ACTIVATION);
+        uint256[] memory a = new uint256[](1);
+        a[0] = attacker;
+        require(registry.activate(a) == 5, "epoch 5");
+        bytes32 id = _delivered();
+        vm.prank(BUYER);
+        escrow.challenge(id);
+        uint256[] memory honest = new uint256[](4);
+        (honest[0], honest[1], honest[2], honest[3]) = (0, 1, 2, 3);
+        escrow.resolve(
+            _commitment(ev, ".deals[0].failed"),
+            honest,
+            vm.parseJsonBytes(ev, ".deals[0].failed.partials[7]")
+        );
+        require(escrow.deal(id).settlement == Settlement.Refunded, "2/3 of the stake decides");
+    }
+
+    /// @notice A deal whose funding-to-last-challenge span exceeds the warm-up is refused, and
+    ///         the bound is exact.
+    function testFundingRequiresWindowsWithinTheWarmUp() public {
+        Terms memory t = _terms(ev, ".deals[0]");
+        _allowBackend(t);
+        t.challengeWindow = uint64(ACTIVATION - t.deliverWindow + 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IEscrowErrors.WindowsExceedActivationDelay.selector, ACTIVATION + 1, ACTIVATION
+            )
+        );
+        escrow.fund(t, "", "");
+        t.challengeWindow = uint64(ACTIVATION - t.deliverWindow);
+        _fund(t);
+    }
+
+    /// @notice No deal is funded against a committee below the minimum stake, and a deal whose
+    ///         committee collapsed before the challenge is cancelled, not left to time out.
+    function testCommitteeBelowMinimumStake() public {
+        Terms memory t = _terms(ev, ".deals[0]");
+        _allowBackend(t);
+        bytes32 id = _fund(t);
+        _deliver(id, t, vm.parseJsonBytes32(ev, ".deals[0].deliveryHash"));
+        for (uint256 i; i < 4; ++i) {
+            vm.prank(_operator(i));
+            registry.requestExit();
+        }
+        (uint256 epoch, uint256 stake) = registry.currentCommittee();
+        require(epoch == 8 && stake == 0, "empty committee");
+        Terms memory t1 = _terms(ev, ".deals[1]");
+        vm.expectRevert(
+            abi.encodeWithSelector(IEscrowErrors.CommitteeTooSmall.selector, 8, 0, MIN_COMMITTEE)
+        );
+        escrow.fund(t1, "", "");
+
+        vm.warp(block.timestamp + 1);
+        vm.prank(BUYER);
+        escrow.challenge(id);
+        Deal memory d = escrow.deal(id);
+        require(d.state == DealState.Resolved && d.settlement == Settlement.Cancelled, "cancel");
+        require(token.balanceOf(BUYER) == t.amount, "buyer refunded");
+        require(token.balanceOf(SELLER) == t.sellerBond, "bond returned");
+    }
+
+    function testActivationRules() public {
+        uint256[] memory a = new uint256[](1);
+        vm.expectRevert(IResolverRegistryErrors.NothingToActivate.selector);
+        registry.activate(new uint256[](0));
+        a[0] = 2;
+        vm.expectRevert(abi.encodeWithSelector(IResolverRegistryErrors.NotPending.selector, 2));
+        registry.activate(a);
+        a[0] = 9;
+        vm.expectRevert(
+            abi.encodeWithSelector(IResolverRegistryErrors.UnknownResolver.selector, 9, 4)
+        );
+        registry.activate(a);
+
+        uint256 x = _registerOne(ev, 4, _operator(4), BOND);
+        uint256 y = _registerOne(ev, 5, _operator(5), BOND);
+        require(registry.currentEpoch() == 4, "registration alone starts no epoch");
+        uint256[] memory both = new uint256[](2);
+        (both[0], both[1]) = (x, y);
+        vm.warp(block.timestamp + ACTIVATION - 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IResolverRegistryErrors.ActivationPending.selector, x, block.timestamp + 1
+            )
+        );
+        registry.activate(both);
+        vm.warp(block.timestamp + 1);
+        (both[0], both[1]) = (y, x);
+        vm.expectRevert(
+            abi.encodeWithSelector(IResolverRegistryErrors.IndicesNotAscending.selector, 1)
+        );
+        registry.activate(both);
+        // A pending resolver that exits never joins, and its exit starts no epoch.
+        vm.prank(_operator(5));
+        registry.requestExit();
+        require(registry.currentEpoch() == 4, "exit of a pending resolver");
+        (both[0], both[1]) = (x, y);
+        vm.expectRevert(abi.encodeWithSelector(IResolverRegistryErrors.NotPending.selector, y));
+        registry.activate(both);
+        a[0] = x;
+        require(registry.activate(a) == 5, "one epoch");
+        (, uint256 total, uint256 members,) = registry.epochInfo(5);
+        require(total == 5 * BOND && members == 5 && registry.isMember(x, 5), "joined");
+        require(!registry.isMember(y, 5), "never joined");
+    }
+}
