@@ -25,8 +25,11 @@ import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.s
 ///         a BLS quorum certificate of the ResolverRegistry's committee: Reproduced releases to
 ///         the seller, Failed refunds the buyer. No certificate by the resolve deadline refunds
 ///         the buyer and forfeits the seller's data-availability bond to them.
-/// @dev The owner only curates the backend allow-list, which is checked at funding; it cannot
-///      touch funds or funded deals. Every value-moving function is non-reentrant and follows
+/// @dev Payouts are pull payments: a settlement only credits the parties (`claimable`), and
+///      each withdraws with `claim`, so no recipient (a token hook, a reverting contract, a
+///      blocklisted address) can make `resolve` or any other settlement revert. The owner only
+///      curates the backend allow-list, which is checked at funding; it cannot touch funds or
+///      funded deals. Every value-moving function is non-reentrant and follows
 ///      checks-effects-interactions.
 contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     using SafeERC20 for IERC20;
@@ -44,6 +47,11 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     bytes32 internal immutable _cachedDomainSeparator;
 
     mapping(bytes32 dealId => Deal) internal _deals;
+    /// @notice Settled funds an account may `claim`, per token.
+    mapping(address account => mapping(IERC20 token => uint256)) public claimable;
+    /// @notice Everything the escrow owes in `token`: live deals' amounts and locked DA bonds
+    ///         plus unclaimed credits.
+    mapping(IERC20 token => uint256) public liabilities;
     /// @notice Replay backends (id, exact version) deals may be funded against.
     mapping(bytes32 backendId => mapping(bytes32 versionHash => bool)) public backendAllowed;
 
@@ -71,6 +79,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         returns (bytes32 dealId)
     {
         dealId = _open(msg.sender, terms, spec, prestateAnchor);
+        liabilities[terms.token] += terms.amount;
         _pull(terms.token, msg.sender, terms.amount);
     }
 
@@ -84,6 +93,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         Authorization calldata auth
     ) external nonReentrant returns (bytes32 dealId) {
         dealId = _open(auth.buyer, terms, spec, prestateAnchor);
+        liabilities[terms.token] += terms.amount;
         _receive(terms, dealId, auth);
     }
 
@@ -116,7 +126,10 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         d.deliveredAt = block.timestamp.toUint64();
         d.challengeDeadline = (block.timestamp + d.challengeWindow).toUint64();
         emit Delivered(dealId, deliveryHash, block.timestamp, d.challengeDeadline, d.sellerBond);
-        if (d.sellerBond > 0) _pull(d.token, msg.sender, d.sellerBond);
+        if (d.sellerBond > 0) {
+            liabilities[d.token] += d.sellerBond;
+            _pull(d.token, msg.sender, d.sellerBond);
+        }
     }
 
     /// @notice The buyer accepts a delivery early: the seller is paid now.
@@ -214,6 +227,19 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         }
         emit ReputationEvidence(d.seller, false, dealId, bytes32(0), d.backendId);
         _settle(dealId, d, Settlement.TimedOut);
+    }
+
+    /// @notice Withdraws the caller's settled funds in `token` to `to` (the caller itself, or
+    ///         another address if the caller cannot receive the token).
+    /// @return amount The amount sent.
+    function claim(IERC20 token, address to) external nonReentrant returns (uint256 amount) {
+        if (to == address(0)) revert ZeroAddress("to");
+        amount = claimable[msg.sender][token];
+        if (amount == 0) revert NothingToClaim(msg.sender, token);
+        claimable[msg.sender][token] = 0;
+        liabilities[token] -= amount;
+        emit Claimed(msg.sender, token, to, amount);
+        token.safeTransfer(to, amount);
     }
 
     // ------------------------------------------------------------------ admin
@@ -386,7 +412,8 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         if (received != amount) revert TransferMismatch(amount, received);
     }
 
-    /// @dev The only place funds leave: marks the deal resolved first, then pays.
+    /// @dev The only way a deal's funds become withdrawable: marks the deal resolved and credits
+    ///      the parties; nothing is transferred, so it cannot revert on a recipient.
     function _settle(bytes32 dealId, Deal storage d, Settlement how) internal {
         bool delivered = d.deliveredAt != 0;
         uint256 bond = delivered ? d.sellerBond : 0;
@@ -399,10 +426,15 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         emit Settled(dealId, how, paidTo, amount, bondPaidTo, bond, block.timestamp);
         IERC20 token = d.token;
         if (paidTo == bondPaidTo) {
-            token.safeTransfer(paidTo, amount + bond);
+            _credit(paidTo, token, amount + bond);
         } else {
-            token.safeTransfer(paidTo, amount);
-            if (bond > 0) token.safeTransfer(bondPaidTo, bond);
+            _credit(paidTo, token, amount);
+            if (bond > 0) _credit(bondPaidTo, token, bond);
         }
+    }
+
+    function _credit(address account, IERC20 token, uint256 amount) internal virtual {
+        claimable[account][token] += amount;
+        emit Credited(account, token, amount);
     }
 }

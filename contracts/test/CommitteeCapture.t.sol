@@ -182,8 +182,8 @@ contract CommitteeCaptureTest is EscrowBase {
         escrow.challenge(id);
         Deal memory d = escrow.deal(id);
         require(d.state == DealState.Resolved && d.settlement == Settlement.Cancelled, "cancel");
-        require(token.balanceOf(BUYER) == t.amount, "buyer refunded");
-        require(token.balanceOf(SELLER) == t.sellerBond, "bond returned");
+        require(_owed(BUYER) == t.amount, "buyer refunded");
+        require(_owed(SELLER) == t.sellerBond, "bond returned");
     }
 
     function testActivationRules() public {

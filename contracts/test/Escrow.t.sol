@@ -382,16 +382,19 @@ contract EscrowTest is EscrowBase {
         (bytes32 id, Terms memory t) = _settle(0, true);
         Deal memory d = escrow.deal(id);
         require(d.state == DealState.Resolved && d.settlement == Settlement.Released, "released");
-        require(token.balanceOf(SELLER) == t.amount + t.sellerBond, "seller paid, bond back");
-        require(token.balanceOf(BUYER) == 0 && token.balanceOf(ESCROW) == 0, "nothing left");
+        require(_owed(SELLER) == t.amount + t.sellerBond, "seller paid, bond back");
+        require(
+            _owed(BUYER) == 0 && token.balanceOf(ESCROW) == t.amount + t.sellerBond,
+            "credited, not yet paid"
+        );
         require(d.epoch == 8 && d.settledAt == block.timestamp, "recorded");
     }
 
     function testResolveFailedRefundsBuyer() public {
         (bytes32 id, Terms memory t) = _settle(1, false);
         require(escrow.deal(id).settlement == Settlement.Refunded, "refunded");
-        require(token.balanceOf(BUYER) == t.amount, "buyer refunded");
-        require(token.balanceOf(SELLER) == t.sellerBond, "bond back: losing is not withholding");
+        require(_owed(BUYER) == t.amount, "buyer refunded");
+        require(_owed(SELLER) == t.sellerBond, "bond back: losing is not withholding");
     }
 
     function testResolveExactlyOnce() public {
@@ -461,8 +464,8 @@ contract EscrowTest is EscrowBase {
         escrow.resolve(c, non, sig);
         escrow.timeoutRefund(id);
         require(escrow.deal(id).settlement == Settlement.TimedOut, "timed out");
-        require(token.balanceOf(BUYER) == t.amount + t.sellerBond, "buyer gets amount and bond");
-        require(token.balanceOf(SELLER) == 0, "withholding seller forfeits");
+        require(_owed(BUYER) == t.amount + t.sellerBond, "buyer gets amount and bond");
+        require(_owed(SELLER) == 0, "withholding seller forfeits");
     }
 
     function testReclaimReleaseAccept() public {
@@ -478,8 +481,7 @@ contract EscrowTest is EscrowBase {
         escrow.deliver(id, bytes32(0), "");
         escrow.reclaim(id);
         require(
-            token.balanceOf(BUYER) == t.amount
-                && escrow.deal(id).settlement == Settlement.Reclaimed,
+            _owed(BUYER) == t.amount && escrow.deal(id).settlement == Settlement.Reclaimed,
             "reclaimed"
         );
 
@@ -495,7 +497,7 @@ contract EscrowTest is EscrowBase {
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.TooLate.selector, id1, cd));
         escrow.challenge(id1);
         escrow.release(id1);
-        require(token.balanceOf(SELLER) == t1.amount + t1.sellerBond, "released");
+        require(_owed(SELLER) == t1.amount + t1.sellerBond, "released");
 
         Terms memory t2 = _terms(ev, _deal(2));
         bytes32 id2 = _fund(t2);

@@ -46,7 +46,7 @@ abstract contract EscrowGasBase is EscrowBase {
             "EscrowGas",
             string.concat("resolve-", vm.parseJsonString(gv, string.concat(c, ".name")))
         );
-        require(token.balanceOf(SELLER) > 0, "paid");
+        require(_owed(SELLER) > 0, "paid");
     }
 
     function testGasResolveFull() public {

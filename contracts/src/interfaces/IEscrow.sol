@@ -105,6 +105,7 @@ interface IEscrowErrors {
     error TransferMismatch(uint256 expected, uint256 received);
     error WindowsExceedActivationDelay(uint256 span, uint256 activationDelay);
     error CommitteeTooSmall(uint256 epoch, uint256 totalStake, uint256 minimum);
+    error NothingToClaim(address account, IERC20 token);
 }
 
 /// @notice Events of the Escrow.
@@ -166,6 +167,12 @@ interface IEscrowEvents {
     ///         cancelled (Settlement.Cancelled) instead of being disputed.
     event CommitteeUnavailable(
         bytes32 indexed dealId, uint256 epoch, uint256 totalStake, uint256 minimum
+    );
+    /// @notice A settlement credited `amount` of `token` to `account` (see `claim`).
+    event Credited(address indexed account, IERC20 indexed token, uint256 amount);
+    /// @notice `account` withdrew its credited `amount` of `token` to `to`.
+    event Claimed(
+        address indexed account, IERC20 indexed token, address indexed to, uint256 amount
     );
     event BackendAllowed(bytes32 indexed backendId, bytes32 indexed versionHash, bool allowed);
 }

@@ -101,6 +101,8 @@ contract EscrowHandler is Vectors {
     function fund(uint256 k) external {
         k = _find(k % DEALS, DealState.None);
         if (k == DEALS) return;
+        (, uint256 stake) = registry.currentCommittee();
+        if (stake < registry.minimumCommitteeStake()) return; // refused: CommitteeTooSmall
         token.mint(buyer, terms[k].amount);
         vm.startPrank(buyer);
         token.approve(address(escrow), terms[k].amount);
@@ -131,6 +133,8 @@ contract EscrowHandler is Vectors {
         vm.prank(buyer);
         escrow.challenge(dealIds[k]);
         calls["challenge"]++;
+        // A committee below the minimum stake cancels the deal instead.
+        if (_state(k) == DealState.Resolved) settlements[k]++;
     }
 
     function _popcount(uint256 x) internal pure returns (uint256 c) {
@@ -243,6 +247,15 @@ contract EscrowHandler is Vectors {
         this.slash(k, 0xff, 0xff);
         // Either this call slashed, or every equivocator was already slashed for this deal.
         quorumsSlashed[k % DEALS] = true;
+    }
+
+    /// @dev The buyer or the seller withdraws its credits.
+    function claim(bool ofBuyer) external {
+        address who = ofBuyer ? buyer : seller;
+        if (escrow.claimable(who, token) == 0) return;
+        vm.prank(who);
+        escrow.claim(token, who);
+        calls["claim"]++;
     }
 
     /// @dev Half of the calls act (exits shrink the committee like slashing does).

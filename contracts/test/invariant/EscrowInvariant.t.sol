@@ -30,7 +30,8 @@ contract EscrowInvariantTest is EscrowBase {
         targets[0] = address(handler);
     }
 
-    /// @notice The escrow holds exactly the amounts of live deals plus their locked DA bonds.
+    /// @notice The escrow holds exactly the amounts of live deals, their locked DA bonds and the
+    ///         parties' unclaimed credits.
     function invariant_escrowConservesFunds() public view {
         uint256 owed;
         for (uint256 k; k < handler.dealCount(); ++k) {
@@ -40,7 +41,9 @@ contract EscrowInvariantTest is EscrowBase {
                 owed += uint256(d.amount) + d.sellerBond;
             }
         }
+        owed += escrow.claimable(BUYER, token) + escrow.claimable(SELLER, token);
         require(token.balanceOf(address(escrow)) == owed, "escrow balance != live deals");
+        require(escrow.liabilities(token) == owed, "liabilities != live deals + credits");
     }
 
     /// @notice The registry holds exactly the resolvers' remaining bonds.

@@ -146,6 +146,11 @@ abstract contract EscrowBase is Vectors {
         _challenge(id);
     }
 
+    /// @dev What the escrow credited `who` in the test token (pull payments: see `claim`).
+    function _owed(address who) internal view returns (uint256) {
+        return escrow.claimable(who, IERC20(TOKEN));
+    }
+
     /// @dev G2 addition through the EIP-2537 precompile (aggregating Rust-made partials).
     function _addG2(bytes memory a, bytes memory b) internal view returns (bytes memory out) {
         if (a.length == 0) return b;
