@@ -29,9 +29,11 @@ import {VerdictHash} from "./libraries/VerdictHash.sol";
 ///      certificate costs one stored-key subtraction per non-signer. Stake is the bond at
 ///      registration and never changes while a member; a slashed or exiting resolver leaves the
 ///      committee through a new epoch, while past epochs keep their snapshot.
-///      Slashed bonds: `whistleblowerBps` to the submitter, the rest to `slashSink` (set at
-///      deployment; use a burn address to burn). There is no owner: nothing can take bonds or
-///      change an epoch after it started.
+///      Slashing is batched: one call slashes every equivocator of a pair of aggregates with
+///      one epoch change, and credits the proceeds (`claimable`, withdrawn with `claim`):
+///      `whistleblowerBps` to the submitter unless the submitter is itself an equivocator or a
+///      slashed resolver, the rest to `slashSink` (set at deployment; use a burn address to
+///      burn). There is no owner: nothing can take bonds or change an epoch after it started.
 contract ResolverRegistry is
     IResolverRegistry,
     IResolverRegistryErrors,
@@ -107,6 +109,8 @@ contract ResolverRegistry is
     mapping(bytes32 keyHash => bool) public keyRegistered;
     /// @dev Operator => resolver index + 1 of its latest registration.
     mapping(address operator => uint256) internal _indexPlusOne;
+    /// @notice Slashing proceeds an account may `claim` (whistleblower shares, the sink's rest).
+    mapping(address account => uint256) public claimable;
     /// @notice Whether a resolver was slashed for a deal of a verdict domain.
     mapping(bytes32 domainSeparator => mapping(bytes32 dealId => mapping(uint256 => bool))) public
         slashedFor;
@@ -256,6 +260,17 @@ contract ResolverRegistry is
         emit Withdrawn(resolver, msg.sender, amount);
     }
 
+    /// @notice Sends the caller's credited slashing proceeds to `to`.
+    /// @return amount The amount sent.
+    function claim(address to) external nonReentrant returns (uint256 amount) {
+        if (to == address(0)) revert ZeroAddress();
+        amount = claimable[msg.sender];
+        if (amount == 0) revert NothingToClaim(msg.sender);
+        claimable[msg.sender] = 0;
+        emit Claimed(msg.sender, to, amount);
+        bondToken.safeTransfer(to, amount);
+    }
+
     // ------------------------------------------------------------------ certificates
 
     /// @inheritdoc IResolverRegistry
@@ -303,8 +318,14 @@ contract ResolverRegistry is
 
     /// @notice Slashes every resolver that signed both `a` and `b`: two aggregates over
     ///         different commitments for the same deal under the same verdict domain. Each is
-    ///         verified against its own epoch. A resolver is slashed at most once per deal; the
-    ///         whole remaining bond is taken and it leaves the committee. Permissionless.
+    ///         verified against its own epoch. A resolver is slashed at most once (its whole
+    ///         remaining bond); resolvers already slashed are skipped. The ones still in the
+    ///         committee leave it through one new epoch. Proceeds are credited, not sent:
+    ///         `whistleblowerBps` to the caller (nothing if the caller operates an equivocator
+    ///         or a slashed resolver), the rest to `slashSink`. Permissionless.
+    /// @dev Gas is linear in the two signer lists (a stored-key load and a G1ADD per signer)
+    ///      plus ~35k per slashed resolver; 300 equivocators fit in a 30M-gas transaction
+    ///      (test/SlashGas.t.sol).
     /// @param domainSeparator EIP-712 domain separator of the escrow the verdicts were signed for.
     /// @return slashed Number of resolvers slashed by this call.
     function slashEquivocation(bytes32 domainSeparator, Evidence calldata a, Evidence calldata b)
@@ -319,7 +340,10 @@ contract ResolverRegistry is
         if (digestA == digestB) revert SameCommitment();
         _verifyEvidence(a, digestA);
         _verifyEvidence(b, digestB);
-
+        Tally memory t;
+        t.rewarded = _mayCollectReward(msg.sender, a.signers, b.signers);
+        t.nextEpoch = _epochs.length;
+        t.leaving = new uint256[](_min(a.signers.length, b.signers.length));
         // Both signer lists are strictly ascending: merge them.
         uint256 i;
         uint256 j;
@@ -331,16 +355,28 @@ contract ResolverRegistry is
             } else if (y < x) {
                 ++j;
             } else {
-                if (!slashedFor[domainSeparator][dealId][x]) {
-                    slashedFor[domainSeparator][dealId][x] = true;
-                    _slash(x, dealId);
-                    ++slashed;
-                }
                 ++i;
                 ++j;
+                _slash(domainSeparator, dealId, x, t);
             }
         }
+        slashed = t.slashed;
         if (slashed == 0) revert NoEquivocator();
+        if (t.nLeaving > 0) {
+            uint256[] memory leaving = t.leaving;
+            uint256 nLeaving = t.nLeaving;
+            assembly ("memory-safe") {
+                mstore(leaving, nLeaving)
+            }
+            Epoch storage last = _epochs[t.nextEpoch - 1];
+            _pushEpoch(
+                BLS.subtractStored(last.aggregateKey, _keys, leaving),
+                uint256(last.totalStake) - t.stakeLeaving,
+                last.members - nLeaving
+            );
+        }
+        if (t.rewards > 0) claimable[msg.sender] += t.rewards;
+        if (t.toSink > 0) claimable[slashSink] += t.toSink;
     }
 
     // ------------------------------------------------------------------ views
@@ -423,30 +459,84 @@ contract ResolverRegistry is
         );
     }
 
-    function _verifyEvidence(Evidence calldata e, bytes32 digest) internal view {
-        _epoch(e.epoch);
-        uint256 n = e.signers.length;
-        if (n == 0) revert EmptySignerSet();
-        _member(e.signers[0], e.epoch);
-        bytes memory key = BLS.unpackG1(_keys[e.signers[0]]);
-        for (uint256 i = 1; i < n; ++i) {
-            if (e.signers[i] <= e.signers[i - 1]) revert IndicesNotAscending(i);
-            _member(e.signers[i], e.epoch);
-            key = BLS.addG1(key, BLS.unpackG1(_keys[e.signers[i]]));
-        }
-        if (!BLS.verifyDigest(key, digest, e.signature)) revert InvalidSignature();
+    /// @dev Running totals of one `slashEquivocation` call.
+    struct Tally {
+        uint256[] leaving;
+        uint256 nLeaving;
+        uint256 stakeLeaving;
+        uint256 rewards;
+        uint256 toSink;
+        uint256 nextEpoch;
+        uint256 slashed;
+        bool rewarded;
     }
 
-    function _slash(uint256 index, bytes32 dealId) internal {
+    /// @dev Takes `index`'s whole bond into `t` (skips it if already slashed) and, if it is
+    ///      still a member, schedules its exit in the epoch the call will push.
+    function _slash(bytes32 domainSeparator, bytes32 dealId, uint256 index, Tally memory t)
+        internal
+    {
         Resolver storage r = _resolvers[index];
+        if (r.slashed) return;
+        slashedFor[domainSeparator][dealId][index] = true;
         uint256 amount = r.bond;
         r.bond = 0;
         r.slashed = true;
-        _leave(index);
-        uint256 reward = amount * whistleblowerBps / BPS;
-        uint256 toSink = amount - reward;
-        if (reward > 0) bondToken.safeTransfer(msg.sender, reward);
-        if (toSink > 0) bondToken.safeTransfer(slashSink, toSink);
-        emit Slashed(index, dealId, msg.sender, reward, toSink);
+        Membership storage m = _memberships[index];
+        if (m.joinedEpoch != 0 && m.leftEpoch == 0) {
+            m.leftEpoch = t.nextEpoch.toUint64();
+            t.leaving[t.nLeaving++] = index;
+            t.stakeLeaving += m.stake;
+        }
+        uint256 reward = t.rewarded ? amount * whistleblowerBps / BPS : 0;
+        t.rewards += reward;
+        t.toSink += amount - reward;
+        ++t.slashed;
+        emit Slashed(index, dealId, msg.sender, reward, amount - reward);
+    }
+
+    /// @dev Verifies an aggregate by an explicit signer set of members of `e.epoch`.
+    function _verifyEvidence(Evidence calldata e, bytes32 digest) internal view virtual {
+        _epoch(e.epoch);
+        uint256 n = e.signers.length;
+        if (n == 0) revert EmptySignerSet();
+        for (uint256 i; i < n; ++i) {
+            if (i > 0 && e.signers[i] <= e.signers[i - 1]) revert IndicesNotAscending(i);
+            _member(e.signers[i], e.epoch);
+        }
+        bytes memory key = BLS.sumStored(_keys, e.signers);
+        if (!BLS.verifyDigest(key, digest, e.signature)) revert InvalidSignature();
+    }
+
+    /// @dev A slashed resolver, or one slashed by this evidence, never collects a whistleblower
+    ///      share for it (an equivocator reporting itself would get part of its bond back).
+    function _mayCollectReward(address reporter, uint256[] calldata a, uint256[] calldata b)
+        internal
+        view
+        returns (bool)
+    {
+        uint256 plusOne = _indexPlusOne[reporter];
+        if (plusOne == 0) return true;
+        uint256 index = plusOne - 1;
+        if (_resolvers[index].slashed) return false;
+        return !(_contains(a, index) && _contains(b, index));
+    }
+
+    /// @dev Binary search in a strictly ascending list.
+    function _contains(uint256[] calldata list, uint256 x) internal pure returns (bool) {
+        uint256 lo;
+        uint256 hi = list.length;
+        while (lo < hi) {
+            uint256 mid = (lo + hi) / 2;
+            uint256 v = list[mid];
+            if (v == x) return true;
+            if (v < x) lo = mid + 1;
+            else hi = mid;
+        }
+        return false;
+    }
+
+    function _min(uint256 x, uint256 y) internal pure returns (uint256) {
+        return x < y ? x : y;
     }
 }

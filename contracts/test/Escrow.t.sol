@@ -239,23 +239,62 @@ contract EscrowTest is EscrowBase {
         vm.snapshotGasLastCall("RegistryGas", "slashEquivocation-6v6-4slashed");
         require(slashed == 4, "2..5 equivocated");
         uint256 reward = BOND * WHISTLEBLOWER_BPS / 10_000;
-        require(token.balanceOf(SLASHER) == 4 * reward, "whistleblower share");
-        require(token.balanceOf(SINK) - sinkBefore == 4 * (BOND - reward), "rest to sink");
+        require(registry.claimable(SLASHER) == 4 * reward, "whistleblower share");
+        require(registry.claimable(SINK) == 4 * (BOND - reward), "rest to sink");
+        vm.prank(SLASHER);
+        require(registry.claim(SLASHER) == 4 * reward, "claimed");
+        vm.prank(SINK);
+        registry.claim(SINK);
+        require(token.balanceOf(SINK) - sinkBefore == 4 * (BOND - reward), "sink paid");
+        require(token.balanceOf(address(registry)) == 4 * BOND, "the honest bonds remain");
         for (uint256 i; i < 8; ++i) {
             bool equivocator = i >= 2 && i <= 5;
             require(registry.slashedFor(ds, a.commitment.dealId, i) == equivocator, "slashed set");
         }
         // Accountable safety: two conflicting 6-of-8 certificates slashed >= (2*6667-10000) bps.
         require(4 * BOND * 10_000 >= 8 * BOND * (2 * THRESHOLD_BPS - 10_000), "accountable safety");
-        // Removed from the committee; the epoch that signed keeps its snapshot.
-        require(registry.currentEpoch() == 12, "four exits");
-        (, uint256 total,,) = registry.epochInfo(12);
-        require(total == 4 * BOND, "remaining stake");
+        // Removed from the committee by one epoch; the epoch that signed keeps its snapshot.
+        require(registry.currentEpoch() == 9, "four exits, one epoch");
+        (bytes memory agg, uint256 total, uint256 members,) = registry.epochInfo(9);
+        require(total == 4 * BOND && members == 4, "remaining stake");
+        bytes memory honest = vm.parseJsonBytes(ev, ".resolvers[0].publicKey");
+        uint256[3] memory rest = [uint256(1), 6, 7];
+        for (uint256 k; k < 3; ++k) {
+            honest = BLS.addG1(
+                honest,
+                vm.parseJsonBytes(ev, string.concat(_at(".resolvers", rest[k]), ".publicKey"))
+            );
+        }
+        require(keccak256(agg) == keccak256(honest), "aggregate of the honest four");
         (, uint256 old,,) = registry.epochInfo(8);
         require(old == 8 * BOND, "past epoch unchanged");
         // Once per deal.
         vm.expectRevert(IResolverRegistryErrors.NoEquivocator.selector);
         registry.slashEquivocation(ds, a, b);
+    }
+
+    /// @notice An equivocator reporting its own equivocation (issue 16) collects nothing: the
+    ///         whole bond goes to the sink. Before the fix it collected 10 % of every slashed
+    ///         bond (verified: 400 of 4,000 here).
+    function testEquivocatorGetsNoWhistleblowerShare() public {
+        bytes32 ds = escrow.domainSeparator();
+        vm.prank(_operator(2)); // 2 signed both sides
+        require(registry.slashEquivocation(ds, _evidence(0, true), _evidence(0, false)) == 4, "4");
+        require(registry.claimable(_operator(2)) == 0, "no share for an equivocator");
+        require(registry.claimable(SINK) == 4 * BOND, "all to the sink");
+        // A slashed resolver reporting later evidence would not be rewarded either; here
+        // nobody is left to slash for deal 1 (2..5 were slashed above).
+        vm.prank(_operator(2));
+        vm.expectRevert(IResolverRegistryErrors.NoEquivocator.selector);
+        registry.slashEquivocation(ds, _evidence(1, true), _evidence(1, false));
+    }
+
+    /// @notice An honest resolver reporting is rewarded like anyone else.
+    function testHonestResolverMayReport() public {
+        bytes32 ds = escrow.domainSeparator();
+        vm.prank(_operator(0));
+        registry.slashEquivocation(ds, _evidence(0, true), _evidence(0, false));
+        require(registry.claimable(_operator(0)) == 4 * BOND / 10, "share");
     }
 
     function testSlashRejectsNonConflicts() public {

@@ -1,33 +1,37 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
-import {Terms} from "../src/interfaces/IEscrow.sol";
+import {Evidence} from "../src/interfaces/IResolverRegistry.sol";
 import {VerdictCommitment} from "../src/libraries/VerdictHash.sol";
 import {EcdsaQuorum} from "./harness/EcdsaQuorum.sol";
 import {EscrowBase} from "./utils/EscrowBase.sol";
 
-/// @notice Gas of `Escrow.resolve` (certificate verification through the registry, field
-///         checks, events, payout) for committees of n resolvers with 0 and ~10 % non-signers,
-///         next to the seed's k-of-n ECDSA quorum check for the same n. Each measured call is
-///         the only call of its test, so storage is cold as in production. Recorded with
-///         `snapshotGasLastCall` into snapshots/EscrowGas.json; nothing is asserted about it.
+/// @notice Gas of `Escrow.resolve` (certificate verification by the real ResolverRegistry, field
+///         checks, events, credits) and of `ResolverRegistry.slashEquivocation`, for committees
+///         of n resolvers activated together, next to the seed's k-of-n ECDSA quorum check.
+///         Each measured call is the only call of its test, so storage is cold as in production.
+///         Recorded with `snapshotGasLastCall` into snapshots/EscrowGas.json and checked against
+///         budgets, so a regression fails the test.
 abstract contract EscrowGasBase is EscrowBase {
     string internal gv;
     EcdsaQuorum internal ecdsa;
-    bytes32[2] internal dealIds;
+
+    /// @dev Block budget a slash must fit in, intrinsic and calldata gas included.
+    uint256 internal constant SLASH_BUDGET = 30_000_000;
 
     function _n() internal pure virtual returns (uint256);
 
-    /// @dev Index of this size's first case in escrow_gas.json (cases: n4 x2, n16 x2, ...).
+    /// @dev Index of this size's first case in escrow_gas.json `cases` (two per size).
     function _firstCase() internal pure virtual returns (uint256);
 
     function setUp() public {
         gv = _read("consensus/vectors/escrow_gas.json");
         _deploySystem();
-        _registerResolvers(gv, _n());
-        // The full and the 10 % case share the deal: dispute it once per test.
+        _registerCommittee(gv, _n());
+        require(registry.currentEpoch() == 1, "one epoch");
         string memory c = _at(".cases", _firstCase());
         require(vm.parseJsonUint(gv, string.concat(c, ".n")) == _n(), "case order");
+        // The full and the 10 % case share the deal: dispute it once per test.
         _dispute(gv, c);
         address[] memory signers = new address[](_n());
         for (uint256 i; i < _n(); ++i) {
@@ -36,17 +40,24 @@ abstract contract EscrowGasBase is EscrowBase {
         ecdsa = new EcdsaQuorum(signers);
     }
 
+    /// @dev Budget of `resolve`: 260k plus 11k per non-signer (one stored key, one stake slot,
+    ///      one G1ADD each), about 4 % above what was measured.
+    function _resolveBudget(uint256 nonSigners) internal pure returns (uint256) {
+        return 260_000 + 11_000 * nonSigners;
+    }
+
     function _resolve(uint256 offset) internal {
         string memory c = _at(".cases", _firstCase() + offset);
         VerdictCommitment memory commitment = _commitment(gv, c);
         uint256[] memory non = vm.parseJsonUintArray(gv, string.concat(c, ".nonSigners"));
         bytes memory sig = vm.parseJsonBytes(gv, string.concat(c, ".signature"));
         escrow.resolve(commitment, non, sig);
-        vm.snapshotGasLastCall(
+        uint256 used = vm.snapshotGasLastCall(
             "EscrowGas",
             string.concat("resolve-", vm.parseJsonString(gv, string.concat(c, ".name")))
         );
         require(_owed(SELLER) > 0, "paid");
+        require(used <= _resolveBudget(non.length), "resolve over budget");
     }
 
     function testGasResolveFull() public {
@@ -79,6 +90,54 @@ abstract contract EscrowGasBase is EscrowBase {
         require(ecdsa.verify(digest, sigs), "ecdsa");
         vm.snapshotGasLastCall("EscrowGas", string.concat("ecdsa-quorum-n", vm.toString(_n())));
     }
+
+    /// @dev Index of this size's case in `slashCases`, or none.
+    function _slashCase() internal pure virtual returns (bool, uint256) {
+        return (false, 0);
+    }
+
+    /// @notice Every one of the n resolvers signed both outcomes of one deal: one call slashes
+    ///         all n within the block budget, with one epoch change.
+    function testGasSlashAll() public {
+        (bool has, uint256 index) = _slashCase();
+        if (!has) return;
+        string memory c = _at(".slashCases", index);
+        require(vm.parseJsonUint(gv, string.concat(c, ".n")) == _n(), "slash case order");
+        Evidence memory a = _side(string.concat(c, ".reproduced"));
+        Evidence memory b = _side(string.concat(c, ".failed"));
+        bytes32 ds = escrow.domainSeparator();
+        vm.prank(SLASHER);
+        uint256 slashed = registry.slashEquivocation(ds, a, b);
+        uint256 used = vm.snapshotGasLastCall(
+            "EscrowGas",
+            string.concat("slashEquivocation-", vm.toString(_n()), "-of-", vm.toString(_n()))
+        );
+        require(slashed == _n(), "all slashed");
+        require(registry.currentEpoch() == 2, "one epoch change");
+        (, uint256 total, uint256 members,) = registry.epochInfo(2);
+        require(total == 0 && members == 0, "committee emptied");
+        require(registry.claimable(SLASHER) == _n() * BOND / 10, "whistleblower credited");
+        uint256 intrinsic =
+            21_000 + _calldataGas(abi.encodeCall(registry.slashEquivocation, (ds, a, b)));
+        require(used + intrinsic <= SLASH_BUDGET, "slash does not fit the block budget");
+    }
+
+    function _side(string memory s) internal view returns (Evidence memory e) {
+        e.commitment = _commitment(gv, s);
+        e.epoch = 1;
+        e.signers = new uint256[](_n());
+        for (uint256 i; i < _n(); ++i) {
+            e.signers[i] = i;
+        }
+        e.signature = vm.parseJsonBytes(gv, string.concat(s, ".signature"));
+    }
+
+    /// @dev EIP-2028 calldata gas: 16 per non-zero byte, 4 per zero byte.
+    function _calldataGas(bytes memory data) internal pure returns (uint256 g) {
+        for (uint256 i; i < data.length; ++i) {
+            g += data[i] == 0 ? 4 : 16;
+        }
+    }
 }
 
 contract EscrowGas4Test is EscrowGasBase {
@@ -91,13 +150,41 @@ contract EscrowGas4Test is EscrowGasBase {
     }
 }
 
+contract EscrowGas8Test is EscrowGasBase {
+    function _n() internal pure override returns (uint256) {
+        return 8;
+    }
+
+    function _firstCase() internal pure override returns (uint256) {
+        return 2;
+    }
+
+    function _slashCase() internal pure override returns (bool, uint256) {
+        return (true, 0);
+    }
+}
+
 contract EscrowGas16Test is EscrowGasBase {
     function _n() internal pure override returns (uint256) {
         return 16;
     }
 
     function _firstCase() internal pure override returns (uint256) {
-        return 2;
+        return 4;
+    }
+}
+
+contract EscrowGas48Test is EscrowGasBase {
+    function _n() internal pure override returns (uint256) {
+        return 48;
+    }
+
+    function _firstCase() internal pure override returns (uint256) {
+        return 6;
+    }
+
+    function _slashCase() internal pure override returns (bool, uint256) {
+        return (true, 1);
     }
 }
 
@@ -107,7 +194,7 @@ contract EscrowGas64Test is EscrowGasBase {
     }
 
     function _firstCase() internal pure override returns (uint256) {
-        return 4;
+        return 8;
     }
 }
 
@@ -117,6 +204,20 @@ contract EscrowGas256Test is EscrowGasBase {
     }
 
     function _firstCase() internal pure override returns (uint256) {
-        return 6;
+        return 10;
+    }
+}
+
+contract EscrowGas300Test is EscrowGasBase {
+    function _n() internal pure override returns (uint256) {
+        return 300;
+    }
+
+    function _firstCase() internal pure override returns (uint256) {
+        return 12;
+    }
+
+    function _slashCase() internal pure override returns (bool, uint256) {
+        return (true, 2);
     }
 }

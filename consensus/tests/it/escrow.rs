@@ -176,11 +176,23 @@ fn generate_escrow() -> Value {
     })
 }
 
-const GAS_SIZES: [usize; 4] = [4, 16, 64, 256];
+/// Committee sizes of the `resolve` gas cases.
+const GAS_SIZES: [usize; 7] = [4, 8, 16, 48, 64, 256, 300];
+/// Equivocating coalition sizes of the `slashEquivocation` gas cases.
+const SLASH_SIZES: [usize; 3] = [8, 48, 300];
+
+fn side_json(c: &VerdictCommitment, signature: &Signature) -> Value {
+    json!({
+        "commitment": c,
+        "onchainOutcome": c.onchain_outcome(),
+        "signature": h(signature.to_eip2537()),
+    })
+}
 
 fn generate_gas() -> Value {
     let d = escrow_domain();
-    let secrets: Vec<SecretKey> = (0..*GAS_SIZES.last().unwrap()).map(secret).collect();
+    let n_max = GAS_SIZES.iter().chain(&SLASH_SIZES).copied().max().unwrap();
+    let secrets: Vec<SecretKey> = (0..n_max).map(secret).collect();
     let cases: Vec<Value> = GAS_SIZES
         .iter()
         .flat_map(|&n| {
@@ -207,10 +219,28 @@ fn generate_gas() -> Value {
             })
         })
         .collect();
+    let slash_cases: Vec<Value> = SLASH_SIZES
+        .iter()
+        .map(|&n| {
+            let salt = 2000 + n as u64;
+            let all: Vec<usize> = (0..n).collect();
+            let side = |outcome| {
+                let c = commitment(salt, outcome);
+                side_json(&c, &aggregate(&secrets, &all, &c.eip712_digest(&d)))
+            };
+            json!({
+                "name": format!("slash-{n}"),
+                "n": n,
+                "reproduced": side(ReexecVerdict::Reproduced),
+                "failed": side(ReexecVerdict::Failed),
+            })
+        })
+        .collect();
     json!({
-        "description": "Escrow.resolve gas cases: a committee of the first n resolvers (equal bonds), one Reproduced certificate with 0 and ~10 % non-signers.",
+        "description": "Gas cases on the real Escrow + ResolverRegistry: `cases` are Escrow.resolve with a committee of the first n resolvers (equal bonds) and one Reproduced certificate with 0 and ~10 % non-signers; `slashCases` are slashEquivocation where all of the first n resolvers signed both outcomes of one deal (every signer of both aggregates is slashed).",
         "resolvers": resolvers_json(&secrets),
         "cases": cases,
+        "slashCases": slash_cases,
     })
 }
 
@@ -285,5 +315,16 @@ pub(crate) fn consume_escrow_gas(file: &Value) -> usize {
             PublicKey::aggregate((0..n).filter(|i| !non.contains(i)).map(|i| &keys[i])).unwrap();
         sig(&v["signature"]).verify(&agg, &c.eip712_digest(&d)).unwrap();
     }
-    cases.len()
+    let slash_cases = file["slashCases"].as_array().unwrap();
+    for v in slash_cases {
+        let n = v["n"].as_u64().unwrap() as usize;
+        let agg = PublicKey::aggregate(&keys[..n]).unwrap();
+        let mut deal = None;
+        for side in ["reproduced", "failed"] {
+            let c: VerdictCommitment = serde_json::from_value(v[side]["commitment"].clone()).unwrap();
+            assert!(deal.replace(c.deal_id).is_none_or(|id| id == c.deal_id), "one deal");
+            sig(&v[side]["signature"]).verify(&agg, &c.eip712_digest(&d)).unwrap();
+        }
+    }
+    cases.len() + slash_cases.len()
 }

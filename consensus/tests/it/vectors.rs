@@ -537,6 +537,7 @@ fn count(file: &Value) -> usize {
         "negative",
         "vectors",
         "cases",
+        "slashCases",
         "deals",
     ];
     // Key lists of gas files are inputs to their cases, not vectors of their own.

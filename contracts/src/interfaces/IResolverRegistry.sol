@@ -55,6 +55,8 @@ interface IResolverRegistryErrors {
     error ActivationPending(uint256 resolver, uint256 activatesAt);
     error UnknownResolver(uint256 resolver, uint256 count);
     error NothingToActivate();
+    error NothingToClaim(address account);
+    error ZeroAddress();
 }
 
 /// @notice Events of the ResolverRegistry.
@@ -67,6 +69,7 @@ interface IResolverRegistryEvents {
     event ActivationScheduled(uint256 indexed resolver, uint256 activatesAt);
     event ResolverActivated(uint256 indexed resolver, uint256 indexed epoch);
     event EpochStarted(uint256 indexed epoch, uint256 totalStake, uint256 members);
+    event Claimed(address indexed account, address indexed to, uint256 amount);
     event Slashed(
         uint256 indexed resolver,
         bytes32 indexed dealId,

@@ -46,13 +46,15 @@ contract EscrowInvariantTest is EscrowBase {
         require(escrow.liabilities(token) == owed, "liabilities != live deals + credits");
     }
 
-    /// @notice The registry holds exactly the resolvers' remaining bonds.
+    /// @notice The registry holds exactly the resolvers' remaining bonds and unclaimed
+    ///         slashing proceeds.
     function invariant_registryConservesBonds() public view {
         uint256 bonds;
         for (uint256 i; i < registry.resolverCount(); ++i) {
             (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(i);
             bonds += r.bond;
         }
+        bonds += registry.claimable(address(handler)) + registry.claimable(SINK);
         require(token.balanceOf(address(registry)) == bonds, "registry balance != bonds");
     }
 

@@ -92,6 +92,17 @@ abstract contract EscrowBase is Vectors {
         }
     }
 
+    /// @dev Registers resolvers `[0, n)` of `json` and activates them together: epoch 1 holds
+    ///      all of them (how a large committee forms).
+    function _registerCommittee(string memory json, uint256 n) internal {
+        uint256[] memory all = new uint256[](n);
+        for (uint256 i; i < n; ++i) {
+            all[i] = _registerOne(json, i, _operator(i), BOND);
+        }
+        vm.warp(block.timestamp + ACTIVATION);
+        registry.activate(all);
+    }
+
     /// @dev Registers vector resolver `i` of `json` from `op` with `bond` (not activated).
     function _registerOne(string memory json, uint256 i, address op, uint256 bond)
         internal
