@@ -10,7 +10,7 @@
 //! `x.c1 ‖ x.c0 ‖ y.c1 ‖ y.c0`, so the Fp2 halves are swapped on the way.
 
 use crate::{Error, Result};
-use alloy_primitives::B256;
+use alloy_primitives::{Address, B256, U256};
 use blst::{min_pk, BLST_ERROR};
 use std::fmt;
 use zeroize::Zeroizing;
@@ -128,10 +128,23 @@ impl SecretKey {
         Signature(self.0.sign(message, dst, &[]))
     }
 
-    /// The proof of possession: a signature over the compressed public key
-    /// under [`POP_DST`].
+    /// The unbound proof of possession: a signature over the compressed public
+    /// key alone under [`POP_DST`].
+    ///
+    /// Deprecated for registration: `ResolverRegistry.register` only accepts
+    /// [`Self::prove_possession_for`], because an unbound proof can be copied
+    /// from the mempool (or another chain) and registered first by anyone,
+    /// squatting the key forever. Kept for the key-file format and tests.
     pub fn prove_possession(&self) -> Signature {
         Signature(self.0.sign(&self.public_key().compress(), POP_DST, &[]))
+    }
+
+    /// The proof of possession `ResolverRegistry.register` takes: a signature
+    /// under [`POP_DST`] over [`PossessionBinding::message`], i.e. the
+    /// compressed key bound to the chain, the registry and the operator that
+    /// submits it. Nobody else can register the key with it.
+    pub fn prove_possession_for(&self, binding: &PossessionBinding) -> Signature {
+        Signature(self.0.sign(&binding.message(&self.public_key()), POP_DST, &[]))
     }
 }
 
@@ -179,9 +192,22 @@ impl PublicKey {
         pad_fields(&self.0.serialize(), &G1_ORDER)
     }
 
-    /// Checks a proof of possession for this key.
+    /// Checks an unbound proof of possession (see [`SecretKey::prove_possession`];
+    /// deprecated for registration in favour of [`Self::verify_possession_for`]).
     pub fn verify_possession(&self, pop: &Signature) -> Result<()> {
         match pop.0.verify(false, &self.compress(), POP_DST, &[], &self.0, false) {
+            BLST_ERROR::BLST_SUCCESS => Ok(()),
+            _ => Err(Error::InvalidProofOfPossession),
+        }
+    }
+
+    /// Checks a proof of possession bound to `binding`, as the registry does.
+    pub fn verify_possession_for(
+        &self,
+        pop: &Signature,
+        binding: &PossessionBinding,
+    ) -> Result<()> {
+        match pop.0.verify(false, &binding.message(self), POP_DST, &[], &self.0, false) {
             BLST_ERROR::BLST_SUCCESS => Ok(()),
             _ => Err(Error::InvalidProofOfPossession),
         }
@@ -197,6 +223,36 @@ impl PublicKey {
         let agg = min_pk::AggregatePublicKey::aggregate(&keys, false)
             .map_err(|e| encoding("public key", e))?;
         Ok(PublicKey(agg.to_public_key()))
+    }
+}
+
+/// What a registration's proof of possession is bound to: the chain, the
+/// `ResolverRegistry` and the operator address that calls `register`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PossessionBinding {
+    /// EIP-155 chain id of the registry's chain.
+    pub chain_id: u64,
+    /// The registry contract.
+    pub registry: Address,
+    /// The operator (the `msg.sender` of `register`).
+    pub operator: Address,
+}
+
+/// Length of [`PossessionBinding::message`].
+pub const POSSESSION_MESSAGE_LEN: usize = PUBLIC_KEY_LEN + 32 + 20 + 20;
+
+impl PossessionBinding {
+    /// The signed message: `compress(key) ‖ uint256(chainId) ‖ registry ‖
+    /// operator` (120 bytes; Solidity `abi.encodePacked(compressG1(key),
+    /// block.chainid, address(this), msg.sender)`).
+    pub fn message(&self, key: &PublicKey) -> [u8; POSSESSION_MESSAGE_LEN] {
+        let mut out = [0u8; POSSESSION_MESSAGE_LEN];
+        out[..PUBLIC_KEY_LEN].copy_from_slice(&key.compress());
+        out[PUBLIC_KEY_LEN..PUBLIC_KEY_LEN + 32]
+            .copy_from_slice(&U256::from(self.chain_id).to_be_bytes::<32>());
+        out[PUBLIC_KEY_LEN + 32..PUBLIC_KEY_LEN + 52].copy_from_slice(self.registry.as_slice());
+        out[PUBLIC_KEY_LEN + 52..].copy_from_slice(self.operator.as_slice());
+        out
     }
 }
 
@@ -296,6 +352,40 @@ mod tests {
             key(4).public_key().verify_possession(&sk.prove_possession()),
             Err(Error::InvalidProofOfPossession)
         );
+    }
+
+    #[test]
+    fn bound_proof_of_possession() {
+        let sk = key(3);
+        let pk = sk.public_key();
+        let binding = PossessionBinding {
+            chain_id: 1,
+            registry: Address::repeat_byte(0xaa),
+            operator: Address::repeat_byte(0xbb),
+        };
+        let pop = sk.prove_possession_for(&binding);
+        pk.verify_possession_for(&pop, &binding).unwrap();
+        // Bound to the operator, the registry and the chain; not an unbound PoP.
+        for other in [
+            PossessionBinding { operator: Address::repeat_byte(0xcc), ..binding },
+            PossessionBinding { registry: Address::repeat_byte(0xcc), ..binding },
+            PossessionBinding { chain_id: 2, ..binding },
+        ] {
+            assert_eq!(
+                pk.verify_possession_for(&pop, &other),
+                Err(Error::InvalidProofOfPossession)
+            );
+        }
+        assert_eq!(pk.verify_possession(&pop), Err(Error::InvalidProofOfPossession));
+        assert_eq!(
+            pk.verify_possession_for(&sk.prove_possession(), &binding),
+            Err(Error::InvalidProofOfPossession)
+        );
+        let m = binding.message(&pk);
+        assert_eq!(&m[..48], &pk.compress());
+        assert_eq!(m[48 + 31], 1);
+        assert_eq!(&m[80..100], &[0xaa; 20]);
+        assert_eq!(&m[100..], &[0xbb; 20]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! resolvd-consensus: BLS12-381 keys and signatures, committee snapshots,
 //! quorum certificates, conflict evidence and slashing-protection rules.
 //!
-//! - [`bls`]: keys (EIP-2333 derivation), proof of possession, sign / verify /
+//! - [`bls`]: keys (EIP-2333 derivation), proof of possession bound to
+//!   (chain, registry, operator) by [`PossessionBinding`], sign / verify /
 //!   aggregate, EIP-2537 encodings; every decoded point is subgroup- and
 //!   infinity-checked.
 //! - [`batch`]: same-digest batch verification (one pairing, bisection on
@@ -24,7 +25,7 @@ pub mod conflict;
 mod error;
 pub mod protection;
 
-pub use bls::{PublicKey, SecretKey, Signature, POP_DST, SIGNATURE_DST};
+pub use bls::{PossessionBinding, PublicKey, SecretKey, Signature, POP_DST, SIGNATURE_DST};
 pub use certificate::{Attestation, BuilderEvent, CertificateBuilder, Queued, QuorumCertificate};
 pub use committee::{Committee, Member, BPS, DEFAULT_THRESHOLD_BPS};
 pub use conflict::{ConflictDetector, ConflictEvidence};

@@ -157,7 +157,9 @@ contract ResolverRegistry is
     ///         bond of `bond` bond tokens (approve first). The resolver joins the committee
     ///         through `activate`, no earlier than `activationDelay` from now.
     /// @param publicKey EIP-2537 G1 public key (128 bytes).
-    /// @param proofOfPossession EIP-2537 G2 signature of the compressed key under the PoP DST.
+    /// @param proofOfPossession EIP-2537 G2 signature under the PoP DST of
+    ///        `compressG1(publicKey) || uint256(chainid) || address(this) || msg.sender`
+    ///        (resolvd-consensus `SecretKey::prove_possession_for`).
     /// @param bond Bond amount; at least `minimumBond`.
     /// @return index The new resolver's permanent index.
     function register(bytes calldata publicKey, bytes calldata proofOfPossession, uint256 bond)
@@ -172,8 +174,13 @@ contract ResolverRegistry is
         }
         bytes32 keyHash = keccak256(publicKey);
         if (keyRegistered[keyHash]) revert KeyAlreadyRegistered(keyHash);
-        // Also rejects the point at infinity and keys outside the subgroup (pairing check).
-        if (!BLS.verifyProofOfPossession(publicKey, proofOfPossession)) {
+        // Bound to (chain, registry, operator): a proof copied from another registration does
+        // not verify. Also rejects the point at infinity and keys outside the subgroup.
+        if (!BLS.verifyProofOfPossession(
+                publicKey,
+                proofOfPossession,
+                abi.encodePacked(block.chainid, address(this), msg.sender)
+            )) {
             revert InvalidProofOfPossession();
         }
 

@@ -50,11 +50,12 @@ contract BLSTest is Vectors {
     }
 
     function testBlsVectorSectionsAreAllRead() public view {
-        string[] memory known = new string[](10);
+        string[] memory known = new string[](11);
         (known[0], known[1], known[2], known[3], known[4]) =
         ("description", "sigDst", "popDst", "domain", "keys");
         (known[5], known[6], known[7], known[8], known[9]) =
         ("signatures", "aggregates", "certificates", "equivocations", "negative");
+        known[10] = "popBinding";
         _requireKeys(bls, known);
     }
 
@@ -71,6 +72,15 @@ contract BLSTest is Vectors {
         return vm.parseJsonBytes(bls, string.concat(_at(".keys", i), ".publicKeyG1"));
     }
 
+    /// @dev What the registry appends to the compressed key: chain id, registry, operator.
+    function _binding(address operator) internal view returns (bytes memory) {
+        return abi.encodePacked(
+            vm.parseJsonUint(bls, ".popBinding.chainId"),
+            vm.parseJsonAddress(bls, ".popBinding.registry"),
+            operator
+        );
+    }
+
     function testKeysCompressAndProvePossession() public view {
         uint256 n = _length(bls, ".keys");
         for (uint256 i; i < n; ++i) {
@@ -80,6 +90,10 @@ contract BLSTest is Vectors {
             require(keccak256(caller.compressG1(pk)) == keccak256(compressed), "compression");
             bytes memory pop = vm.parseJsonBytes(bls, string.concat(k, ".proofOfPossession"));
             require(caller.verifyProofOfPossession(pk, pop), "pop");
+            bytes memory bound = vm.parseJsonBytes(bls, string.concat(k, ".boundProofOfPossession"));
+            bytes memory binding = _binding(vm.parseJsonAddress(bls, string.concat(k, ".operator")));
+            require(caller.verifyBoundProofOfPossession(pk, bound, binding), "bound pop");
+            require(!caller.verifyBoundProofOfPossession(pk, pop, binding), "unbound as bound");
         }
         require(n == 8, "keys");
     }
@@ -259,6 +273,16 @@ contract BLSTest is Vectors {
                         vm.parseJsonBytes(bls, string.concat(v, ".signature"))
                     ),
                     "accepted a bad proof of possession"
+                );
+            } else if (_eq(check, "boundProofOfPossession")) {
+                require(_eq(error, "InvalidProofOfPossession"), "pop error");
+                require(
+                    !caller.verifyBoundProofOfPossession(
+                        vm.parseJsonBytes(bls, string.concat(v, ".publicKey")),
+                        vm.parseJsonBytes(bls, string.concat(v, ".signature")),
+                        _binding(vm.parseJsonAddress(bls, string.concat(v, ".operator")))
+                    ),
+                    "accepted a bad bound proof of possession"
                 );
             } else if (_eq(check, "certificate")) {
                 uint256 base = vm.parseJsonUint(bls, string.concat(v, ".certificate"));

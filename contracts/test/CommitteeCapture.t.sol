@@ -14,8 +14,8 @@ import {EscrowBase} from "./utils/EscrowBase.sol";
 ///         the unanimous honest certificate reverted with BelowThreshold).
 contract CommitteeCaptureTest is EscrowBase {
     string internal ev;
-    address internal constant ATTACKER = address(0xa77ac);
-    /// @dev Vector resolver 7 signed Failed for every deal; 0..3 signed Reproduced.
+    /// @dev Vector resolver 7 signed Failed for every deal; 0..3 signed Reproduced. The buyer
+    ///      controls it through operator `_operator(7)` (its PoP is bound to that address).
     uint256 internal constant ATTACKER_KEY = 7;
 
     function setUp() public {
@@ -63,7 +63,7 @@ contract CommitteeCaptureTest is EscrowBase {
     ///         signs Failed alone: refused; the honest certificate settles.
     function testLastMomentStakeCannotCaptureTheCommittee() public {
         bytes32 id = _delivered();
-        uint256 attacker = _registerOne(ev, ATTACKER_KEY, ATTACKER, 8003e18);
+        uint256 attacker = _registerOne(ev, ATTACKER_KEY, _operator(ATTACKER_KEY), 8003e18);
         vm.prank(BUYER);
         escrow.challenge(id);
         require(escrow.deal(id).epoch == 4 && !registry.isMember(attacker, 4), "not pinned");
@@ -111,7 +111,7 @@ contract CommitteeCaptureTest is EscrowBase {
     ///         block of its challenge: the unanimous honest certificate still settles.
     function testLastMomentStakeCannotStallTheCommittee() public {
         bytes32 id = _delivered();
-        _registerOne(ev, ATTACKER_KEY, ATTACKER, 2001e18);
+        _registerOne(ev, ATTACKER_KEY, _operator(ATTACKER_KEY), 2001e18);
         vm.prank(BUYER);
         escrow.challenge(id);
         (VerdictCommitment memory c, uint256[] memory non, bytes memory sig) = _honestCertificate();
@@ -124,7 +124,7 @@ contract CommitteeCaptureTest is EscrowBase {
     ///         attacker holding 2/3 of it before funding decides the deal (both parties could
     ///         see it in `currentCommittee` before any money moved).
     function testStakeActiveAtFundingIsTheTrustAssumption() public {
-        uint256 attacker = _registerOne(ev, ATTACKER_KEY, ATTACKER, 8003e18);
+        uint256 attacker = _registerOne(ev, ATTACKER_KEY, _operator(ATTACKER_KEY), 8003e18);
         vm.warp(block.timestamp + ACTIVATION);
         uint256[] memory a = new uint256[](1);
         a[0] = attacker;

@@ -745,21 +745,7 @@ contract EscrowTest is EscrowBase {
         escrow.fund(t, "", "");
         vm.stopPrank();
 
-        RegistryParameters memory p = _params();
-        p.bondToken = IERC20(address(fee));
-        ResolverRegistry feeRegistry = new ResolverRegistry(p);
-        fee.mint(address(this), BOND);
-        fee.approve(address(feeRegistry), BOND);
-        vm.expectRevert(
-            abi.encodeWithSelector(
-                IResolverRegistryErrors.BondTransferMismatch.selector, BOND, BOND - 1
-            )
-        );
-        feeRegistry.register(
-            vm.parseJsonBytes(ev, ".resolvers[0].publicKey"),
-            vm.parseJsonBytes(ev, ".resolvers[0].proofOfPossession"),
-            BOND
-        );
+        // The registry half: test/Registration.t.sol (FeeBondTest).
     }
 
     function testSlashedResolverCannotExitOrReturn() public {

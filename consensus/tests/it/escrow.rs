@@ -8,7 +8,7 @@
 use crate::vectors::secret;
 use alloy_primitives::{address, hex, keccak256, Address, B256, U256};
 use alloy_sol_types::SolValue;
-use resolvd_consensus::{PublicKey, SecretKey, Signature};
+use resolvd_consensus::{PossessionBinding, PublicKey, SecretKey, Signature};
 use resolvd_proto::{ReexecVerdict, VerdictCommitment, VerdictDomain};
 use serde_json::{json, Value};
 use std::{fs, path::PathBuf};
@@ -35,6 +35,8 @@ pub(crate) const CHAIN_ID: u64 = 31337;
 pub(crate) const ESCROW: Address = address!("0x00000000000000000000000000000000e5c40001");
 pub(crate) const TOKEN: Address = address!("0x0000000000000000000000000000000070ce0001");
 pub(crate) const BUYER: Address = address!("0x000000000000000000000000000000000b0b0001");
+/// Where EscrowBase deploys the ResolverRegistry (PoPs are bound to it).
+pub(crate) const REGISTRY: Address = address!("0x000000000000000000000000000000007e915701");
 pub(crate) const SELLER: Address = address!("0x0000000000000000000000000000000005e11e01");
 const ESCROW_RESOLVERS: usize = 8;
 /// Resolvers 2..=5 sign both outcomes of every deal; 0, 1 only Reproduced; 6, 7 only Failed.
@@ -116,13 +118,25 @@ fn aggregate(secrets: &[SecretKey], signers: &[usize], digest: &B256) -> Signatu
         .unwrap()
 }
 
+/// The operator EscrowBase registers resolver `i` from (`address(0x0e0000 + i)`).
+pub(crate) fn operator(i: usize) -> Address {
+    Address::left_padding_from(&(0x0e0000u64 + i as u64).to_be_bytes())
+}
+
+/// The binding of resolver `i`'s registration in the forge tests.
+pub(crate) fn binding(i: usize) -> PossessionBinding {
+    PossessionBinding { chain_id: CHAIN_ID, registry: REGISTRY, operator: operator(i) }
+}
+
 fn resolvers_json(secrets: &[SecretKey]) -> Vec<Value> {
     secrets
         .iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
             json!({
+                "operator": operator(i),
                 "publicKey": h(s.public_key().to_eip2537()),
-                "proofOfPossession": h(s.prove_possession().to_eip2537()),
+                "proofOfPossession": h(s.prove_possession_for(&binding(i)).to_eip2537()),
             })
         })
         .collect()
@@ -162,10 +176,11 @@ fn generate_escrow() -> Value {
         })
         .collect();
     json!({
-        "description": "Escrow/registry vectors: 8 resolvers (registry indices 0..7, equal bonds), 4 deals funded by `buyer`. Resolvers 0..5 signed Reproduced and 2..7 signed Failed for every deal, so 2..5 equivocate and 0, 1, 6, 7 are honest. `partials[i]` is resolver i's signature (empty if it did not sign that side); `quorum` aggregates the signers; `all` is a signature by all 8 (not a real protocol event: used to test certificates with no non-signers).",
+        "description": "Escrow/registry vectors: 8 resolvers (registry indices 0..7, equal bonds; proofs of possession bound to chain 31337, `registry` and the resolver's `operator`), 4 deals funded by `buyer`. Resolvers 0..5 signed Reproduced and 2..7 signed Failed for every deal, so 2..5 equivocate and 0, 1, 6, 7 are honest. `partials[i]` is resolver i's signature (empty if it did not sign that side); `quorum` aggregates the signers; `all` is a signature by all 8 (not a real protocol event: used to test certificates with no non-signers).",
         "chainId": CHAIN_ID,
         "escrow": ESCROW,
         "token": TOKEN,
+        "registry": REGISTRY,
         "buyer": BUYER,
         "seller": SELLER,
         "domain": d,
@@ -256,18 +271,24 @@ fn sig(v: &Value) -> Signature {
     Signature::from_eip2537(&hex::decode(v.as_str().unwrap()).unwrap()).unwrap()
 }
 
-fn key(v: &Value) -> PublicKey {
+fn key(i: usize, v: &Value) -> PublicKey {
     let pk =
         PublicKey::from_eip2537(&hex::decode(v["publicKey"].as_str().unwrap()).unwrap()).unwrap();
-    pk.verify_possession(&sig(&v["proofOfPossession"])).unwrap();
+    assert_eq!(v["operator"].as_str().unwrap().parse::<Address>().unwrap(), operator(i));
+    pk.verify_possession_for(&sig(&v["proofOfPossession"]), &binding(i)).unwrap();
     pk
+}
+
+fn keys(file: &Value) -> Vec<PublicKey> {
+    file["resolvers"].as_array().unwrap().iter().enumerate().map(|(i, v)| key(i, v)).collect()
 }
 
 /// Checks escrow.json in Rust: deal ids, digests, every partial and aggregate.
 pub(crate) fn consume_escrow(file: &Value) -> usize {
     let d: VerdictDomain = serde_json::from_value(file["domain"].clone()).unwrap();
     assert_eq!(file["domainSeparator"].as_str().unwrap(), d.eip712().separator().to_string());
-    let keys: Vec<PublicKey> = file["resolvers"].as_array().unwrap().iter().map(key).collect();
+    assert_eq!(file["registry"].as_str().unwrap().parse::<Address>().unwrap(), REGISTRY);
+    let keys = keys(file);
     let deals = file["deals"].as_array().unwrap();
     for deal in deals {
         for side in ["reproduced", "failed"] {
@@ -299,7 +320,7 @@ pub(crate) fn consume_escrow(file: &Value) -> usize {
 /// Checks escrow_gas.json in Rust.
 pub(crate) fn consume_escrow_gas(file: &Value) -> usize {
     let d = escrow_domain();
-    let keys: Vec<PublicKey> = file["resolvers"].as_array().unwrap().iter().map(key).collect();
+    let keys = keys(file);
     let cases = file["cases"].as_array().unwrap();
     for v in cases {
         let n = v["n"].as_u64().unwrap() as usize;
@@ -321,7 +342,8 @@ pub(crate) fn consume_escrow_gas(file: &Value) -> usize {
         let agg = PublicKey::aggregate(&keys[..n]).unwrap();
         let mut deal = None;
         for side in ["reproduced", "failed"] {
-            let c: VerdictCommitment = serde_json::from_value(v[side]["commitment"].clone()).unwrap();
+            let c: VerdictCommitment =
+                serde_json::from_value(v[side]["commitment"].clone()).unwrap();
             assert!(deal.replace(c.deal_id).is_none_or(|id| id == c.deal_id), "one deal");
             sig(&v[side]["signature"]).verify(&agg, &c.eip712_digest(&d)).unwrap();
         }

@@ -130,6 +130,8 @@ fn generate_bls() -> Value {
                 "publicKey": h(pk.compress()),
                 "publicKeyG1": h(pk.to_eip2537()),
                 "proofOfPossession": h(sk.prove_possession().to_eip2537()),
+                "operator": crate::escrow::operator(i),
+                "boundProofOfPossession": h(sk.prove_possession_for(&crate::escrow::binding(i)).to_eip2537()),
             })
         })
         .collect();
@@ -278,6 +280,18 @@ fn generate_bls() -> Value {
             "error": "InvalidProofOfPossession",
         }),
         json!({
+            "name": "bound-pop-of-other-operator", "check": "boundProofOfPossession",
+            "publicKey": pk0, "operator": crate::escrow::operator(1),
+            "signature": h(secret(0).prove_possession_for(&crate::escrow::binding(0)).to_eip2537()),
+            "error": "InvalidProofOfPossession",
+        }),
+        json!({
+            "name": "unbound-pop-as-bound", "check": "boundProofOfPossession",
+            "publicKey": pk0, "operator": crate::escrow::operator(0),
+            "signature": h(secret(0).prove_possession().to_eip2537()),
+            "error": "InvalidProofOfPossession",
+        }),
+        json!({
             "name": "signature-as-pop", "check": "proofOfPossession",
             "publicKey": pk0,
             "signature": h(secret(0).sign_with_dst(&secret(0).public_key().compress(), resolvd_consensus::SIGNATURE_DST).to_eip2537()),
@@ -302,9 +316,10 @@ fn generate_bls() -> Value {
     ];
 
     json!({
-        "description": "BLS12-381 min-pk vectors: keys from fixed seeds with PoPs, signatures, aggregates, certificates, equivocation evidence, negative cases. Points in EIP-2537 encoding. Read by consensus/tests/it and contracts/test/BLS.t.sol.",
+        "description": "BLS12-381 min-pk vectors: keys from fixed seeds with PoPs (unbound, and bound to popBinding + the key's operator: message = compressed key || uint256 chainId || registry || operator), signatures, aggregates, certificates, equivocation evidence, negative cases. Points in EIP-2537 encoding. Read by consensus/tests/it and contracts/test/BLS.t.sol.",
         "sigDst": String::from_utf8(resolvd_consensus::SIGNATURE_DST.to_vec()).unwrap(),
         "popDst": String::from_utf8(resolvd_consensus::POP_DST.to_vec()).unwrap(),
+        "popBinding": { "chainId": crate::escrow::CHAIN_ID, "registry": crate::escrow::REGISTRY },
         "domain": d,
         "keys": keys,
         "signatures": signatures,
@@ -360,6 +375,15 @@ fn write_bls_vectors() {
 
 // ----------------------------------------------------------------- checking
 
+/// The binding of a bls.json key (or negative case): `popBinding` + its `operator`.
+fn pop_binding(file: &Value, v: &Value) -> resolvd_consensus::PossessionBinding {
+    resolvd_consensus::PossessionBinding {
+        chain_id: file["popBinding"]["chainId"].as_u64().unwrap(),
+        registry: file["popBinding"]["registry"].as_str().unwrap().parse().unwrap(),
+        operator: v["operator"].as_str().unwrap().parse().unwrap(),
+    }
+}
+
 fn consume_bls(file: &Value) -> usize {
     let d: VerdictDomain = serde_json::from_value(file["domain"].clone()).unwrap();
     assert_eq!(file["sigDst"].as_str().unwrap().as_bytes(), resolvd_consensus::SIGNATURE_DST);
@@ -375,6 +399,11 @@ fn consume_bls(file: &Value) -> usize {
             assert_eq!(PublicKey::from_compressed(&bytes_of(k, "publicKey")).unwrap(), pk);
             pk.verify_possession(
                 &Signature::from_eip2537(&bytes_of(k, "proofOfPossession")).unwrap(),
+            )
+            .unwrap();
+            pk.verify_possession_for(
+                &Signature::from_eip2537(&bytes_of(k, "boundProofOfPossession")).unwrap(),
+                &pop_binding(file, k),
             )
             .unwrap();
             used += 1;
@@ -457,6 +486,11 @@ fn consume_bls(file: &Value) -> usize {
                 let pk = PublicKey::from_eip2537(&bytes_of(v, "publicKey")).unwrap();
                 let pop = Signature::from_eip2537(&bytes_of(v, "signature")).unwrap();
                 pk.verify_possession(&pop).expect_err(name)
+            }
+            "boundProofOfPossession" => {
+                let pk = PublicKey::from_eip2537(&bytes_of(v, "publicKey")).unwrap();
+                let pop = Signature::from_eip2537(&bytes_of(v, "signature")).unwrap();
+                pk.verify_possession_for(&pop, &pop_binding(file, v)).expect_err(name)
             }
             "certificate" => {
                 let base = &certs[v["certificate"].as_u64().unwrap() as usize];

@@ -363,14 +363,28 @@ library BLS {
         return verify(publicKey, abi.encodePacked(digest), signature, SIG_DST);
     }
 
-    /// @notice Verifies a proof of possession: a signature by `publicKey` over its own
+    /// @notice Verifies an unbound proof of possession: a signature by `publicKey` over its own
     ///         compressed encoding under `POP_DST`. Also proves the key is in the subgroup.
+    ///         The registry does not accept it (see the bound overload): anyone who saw it
+    ///         could register the key first.
     function verifyProofOfPossession(bytes memory publicKey, bytes memory proof)
         internal
         view
         returns (bool)
     {
         return verify(publicKey, compressG1(publicKey), proof, POP_DST);
+    }
+
+    /// @notice Verifies a proof of possession bound to a context: a signature by `publicKey`
+    ///         under `POP_DST` over its compressed encoding followed by `binding` (the registry
+    ///         passes `abi.encodePacked(chainid, registry, operator)`), so a proof seen in one
+    ///         registration cannot be replayed by another operator, registry or chain.
+    function verifyProofOfPossession(
+        bytes memory publicKey,
+        bytes memory proof,
+        bytes memory binding
+    ) internal view returns (bool) {
+        return verify(publicKey, bytes.concat(compressG1(publicKey), binding), proof, POP_DST);
     }
 
     /// @notice The pairing check for an already hashed message point.

@@ -93,6 +93,14 @@ contract BLSCaller {
         return BLS.verifyProofOfPossession(publicKey, proof);
     }
 
+    function verifyBoundProofOfPossession(
+        bytes calldata publicKey,
+        bytes calldata proof,
+        bytes calldata binding
+    ) external view returns (bool) {
+        return BLS.verifyProofOfPossession(publicKey, proof, binding);
+    }
+
     function hashToG2(bytes calldata message, bytes calldata dst)
         external
         view

@@ -11,11 +11,14 @@ import {Vectors} from "./Vectors.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
 /// @notice Deploys token, registry and escrow the way the Rust vector generator assumes
-///         (consensus/tests/it/escrow.rs): token and escrow at fixed addresses, chain id 31337,
+///         (consensus/tests/it/escrow.rs): token, registry and escrow at fixed addresses (the
+///         proofs of possession are bound to the registry and `_operator(i)`), chain id 31337,
 ///         resolvers registered in vector order so registry index i is vector resolver i.
 abstract contract EscrowBase is Vectors {
     address internal constant ESCROW = address(uint160(0xe5c40001));
     address internal constant TOKEN = address(uint160(0x70ce0001));
+    /// @dev Proofs of possession in the vectors are bound to this registry address.
+    address internal constant REGISTRY = address(uint160(0x7e915701));
     address internal constant BUYER = address(uint160(0x0b0b0001));
     address internal constant SELLER = address(uint160(0x05e11e01));
     address internal constant SINK = address(uint160(0xdead));
@@ -47,7 +50,12 @@ abstract contract EscrowBase is Vectors {
     function _deploySystem() internal {
         vm.warp(1_700_000_000);
         token = TestToken(_deployAt(TOKEN, type(TestToken).creationCode));
-        registry = new ResolverRegistry(_params());
+        registry = ResolverRegistry(
+            _deployAt(
+                REGISTRY,
+                abi.encodePacked(type(ResolverRegistry).creationCode, abi.encode(_params()))
+            )
+        );
         escrow = Escrow(
             _deployAt(
                 ESCROW,

@@ -44,6 +44,7 @@ interface Vm {
     function startPrank(address sender) external;
     function stopPrank() external;
     function warp(uint256 timestamp) external;
+    function chainId(uint256 newChainId) external;
     function expectRevert(bytes calldata revertData) external;
     function expectRevert(bytes4 selector) external;
     function expectRevert() external;
