@@ -60,7 +60,7 @@ impl QuorumCertificate {
             return Err(Error::BelowThreshold {
                 signed,
                 total: committee.total_stake(),
-                threshold_bps: committee.threshold_bps(),
+                threshold: committee.threshold(),
             });
         }
         let signers = committee.complement(&self.non_signers)?;

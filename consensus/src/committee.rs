@@ -1,13 +1,84 @@
 //! Committee snapshots: the ordered, staked key set of one epoch.
 
 use crate::{Error, PublicKey, Result};
-use alloy_primitives::{Address, U256};
+use alloy_primitives::{Address, U256, U512};
 use std::collections::HashSet;
 
 /// Basis points in 100 %.
 pub const BPS: u16 = 10_000;
-/// The default quorum threshold: 2/3 of stake, rounded up to 6667 bps.
+/// 2/3 of stake rounded up to basis points. Deprecated: the registry's
+/// threshold is the exact fraction [`Threshold::TWO_THIRDS`]; 6667 bps demands
+/// 3 of 3 where 2/3 accepts 2 of 3. Kept for [`Committee::new`] callers.
 pub const DEFAULT_THRESHOLD_BPS: u16 = 6_667;
+
+/// A quorum threshold as an exact fraction of stake, the rule of
+/// `ResolverRegistry.meetsThreshold`: `signed * denominator >= total *
+/// numerator`, with `1/2 < numerator/denominator <= 1` (two quorums always
+/// overlap) and `denominator <= 2^64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Threshold {
+    numerator: u64,
+    denominator: u64,
+}
+
+impl Threshold {
+    /// Two thirds, the default: two conflicting quorums overlap in at least a
+    /// third of the stake.
+    pub const TWO_THIRDS: Self = Self { numerator: 2, denominator: 3 };
+
+    /// `numerator / denominator`; rejects fractions of at most one half, above
+    /// one, or with a zero denominator.
+    pub fn new(numerator: u64, denominator: u64) -> Result<Self> {
+        if denominator == 0
+            || u128::from(numerator) * 2 <= u128::from(denominator)
+            || numerator > denominator
+        {
+            return Err(Error::InvalidCommittee { reason: "threshold must be in (1/2, 1]" });
+        }
+        Ok(Self { numerator, denominator })
+    }
+
+    /// `bps / 10000` (the pre-fraction registry parameter).
+    pub fn from_bps(bps: u16) -> Result<Self> {
+        Self::new(u64::from(bps), u64::from(BPS))
+    }
+
+    /// The numerator.
+    pub fn numerator(&self) -> u64 {
+        self.numerator
+    }
+
+    /// The denominator.
+    pub fn denominator(&self) -> u64 {
+        self.denominator
+    }
+
+    /// Whether `signed` of `total` stake meets the threshold. Like the
+    /// contract: an empty total never does, nor does `signed > total`. No
+    /// overflow: both products are computed in 512 bits.
+    pub fn is_met(&self, signed: U256, total: U256) -> bool {
+        if total.is_zero() || signed > total {
+            return false;
+        }
+        let lhs = U512::from(signed) * U512::from(self.denominator);
+        let rhs = U512::from(total) * U512::from(self.numerator);
+        lhs >= rhs
+    }
+
+    /// The threshold rounded up to basis points (as `thresholdBps()` reports).
+    pub fn ceil_bps(&self) -> u16 {
+        let bps =
+            (u128::from(self.numerator) * u128::from(BPS)).div_ceil(u128::from(self.denominator));
+        // numerator <= denominator, so bps <= 10000.
+        u16::try_from(bps).unwrap_or(BPS)
+    }
+}
+
+impl std::fmt::Display for Threshold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.numerator, self.denominator)
+    }
+}
 
 /// One bonded resolver in an epoch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,26 +103,35 @@ pub struct Committee {
     members: Vec<Member>,
     total_stake: U256,
     aggregate_key: PublicKey,
-    threshold_bps: u16,
+    threshold: Threshold,
 }
 
 impl Committee {
-    /// Builds a committee. Rejects an empty member list, indices that are not
-    /// strictly ascending, zero stake, repeated keys, a threshold outside
-    /// `(5000, 10000]` (at most half would allow two disjoint quorums) and
-    /// stake totals that overflow.
+    /// Builds a committee with a threshold in basis points (`bps / 10000`).
+    ///
+    /// Deprecated in favour of [`Self::with_threshold`]: the registry's
+    /// threshold is an exact fraction (`thresholdNumerator()` /
+    /// `thresholdDenominator()`), and a bps approximation of 2/3 (6667) needs
+    /// more signers than the contract in small committees.
     pub fn new(epoch: u64, members: Vec<Member>, threshold_bps: u16) -> Result<Self> {
+        if threshold_bps <= BPS / 2 || threshold_bps > BPS {
+            return Err(Error::InvalidCommittee {
+                reason: "threshold must be in (5000, 10000] bps",
+            });
+        }
+        Self::with_threshold(epoch, members, Threshold::from_bps(threshold_bps)?)
+    }
+
+    /// Builds a committee. Rejects an empty member list, indices that are not
+    /// strictly ascending, zero stake, repeated keys and stake totals that
+    /// overflow.
+    pub fn with_threshold(epoch: u64, members: Vec<Member>, threshold: Threshold) -> Result<Self> {
         if members.is_empty() {
             return Err(Error::InvalidCommittee { reason: "no members" });
         }
         if members.windows(2).any(|w| w[0].index >= w[1].index) {
             return Err(Error::InvalidCommittee {
                 reason: "member indices not strictly ascending",
-            });
-        }
-        if threshold_bps <= BPS / 2 || threshold_bps > BPS {
-            return Err(Error::InvalidCommittee {
-                reason: "threshold must be in (5000, 10000] bps",
             });
         }
         let mut seen = HashSet::new();
@@ -72,7 +152,7 @@ impl Committee {
             .checked_mul(U256::from(BPS))
             .ok_or(Error::InvalidCommittee { reason: "total stake too large" })?;
         let aggregate_key = PublicKey::aggregate(members.iter().map(|m| &m.key))?;
-        Ok(Self { epoch, members, total_stake: total, aggregate_key, threshold_bps })
+        Ok(Self { epoch, members, total_stake: total, aggregate_key, threshold })
     }
 
     /// The epoch.
@@ -105,9 +185,15 @@ impl Committee {
         &self.aggregate_key
     }
 
-    /// Quorum threshold in basis points.
+    /// The quorum threshold.
+    pub fn threshold(&self) -> Threshold {
+        self.threshold
+    }
+
+    /// The quorum threshold rounded up to basis points (deprecated: see
+    /// [`Self::threshold`]).
     pub fn threshold_bps(&self) -> u16 {
-        self.threshold_bps
+        self.threshold.ceil_bps()
     }
 
     /// The member with registry index `index`.
@@ -123,11 +209,10 @@ impl Committee {
         self.members.iter().find(|m| m.key == *key).map(|m| m.index)
     }
 
-    /// `signed * 10000 >= total * threshold_bps`. Cannot overflow: the
-    /// constructor checked `total * 10000` fits and `signed <= total`.
+    /// Whether `signed` stake meets the threshold ([`Threshold::is_met`],
+    /// the registry's rule; `signed` above the total counts as the total).
     pub fn meets_threshold(&self, signed: U256) -> bool {
-        let signed = signed.min(self.total_stake);
-        signed * U256::from(BPS) >= self.total_stake * U256::from(self.threshold_bps)
+        self.threshold.is_met(signed.min(self.total_stake), self.total_stake)
     }
 
     /// The members at `indices`, which must be strictly ascending member indices.
@@ -193,6 +278,29 @@ mod tests {
         let c = committee(&[10, 20, 70], DEFAULT_THRESHOLD_BPS).unwrap();
         assert!(c.meets_threshold(c.stake_of(&[2]).unwrap()));
         assert!(!c.meets_threshold(c.stake_of(&[0, 1]).unwrap()));
+    }
+
+    #[test]
+    fn exact_fraction_threshold_agrees_with_the_registry() {
+        let members = committee(&[1, 1, 1], DEFAULT_THRESHOLD_BPS).unwrap().members().to_vec();
+        let c = Committee::with_threshold(7, members, Threshold::TWO_THIRDS).unwrap();
+        // Exactly 2/3: two of three equal members are a quorum, one is not.
+        assert!(c.meets_threshold(U256::from(2)));
+        assert!(!c.meets_threshold(U256::from(1)));
+        assert_eq!(c.threshold_bps(), 6_667);
+        let t = Threshold::TWO_THIRDS;
+        assert!(t.is_met(U256::from(2000), U256::from(3000)));
+        assert!(!t.is_met(U256::from(1999), U256::from(3000)));
+        assert!(!t.is_met(U256::ZERO, U256::ZERO));
+        assert!(!t.is_met(U256::from(4), U256::from(3)));
+        assert!(t.is_met(U256::MAX, U256::MAX), "no overflow");
+        assert_eq!(Threshold::from_bps(6_667).unwrap().ceil_bps(), 6_667);
+        assert!(!Threshold::from_bps(6_667).unwrap().is_met(U256::from(2), U256::from(3)));
+        assert!(Threshold::new(1, 2).is_err());
+        assert!(Threshold::new(4, 3).is_err());
+        assert!(Threshold::new(0, 0).is_err());
+        assert!(Threshold::new(1, 1).is_ok());
+        assert_eq!(Threshold::TWO_THIRDS.to_string(), "2/3");
     }
 
     #[test]

@@ -72,14 +72,14 @@ pub enum Error {
     #[error("indices are not strictly ascending")]
     IndicesNotAscending,
     /// A certificate's signers hold less stake than the threshold.
-    #[error("signers hold {signed} of {total} stake, below {threshold_bps} bps")]
+    #[error("signers hold {signed} of {total} stake, below {threshold}")]
     BelowThreshold {
         /// Stake of the signers.
         signed: alloy_primitives::U256,
         /// Total stake of the epoch.
         total: alloy_primitives::U256,
         /// The threshold.
-        threshold_bps: u16,
+        threshold: crate::Threshold,
     },
     /// The two halves of conflict evidence do not form an equivocation.
     #[error("not an equivocation: {reason}")]

@@ -8,8 +8,9 @@
 //! - [`batch`]: same-digest batch verification (one pairing, bisection on
 //!   failure) and randomised multi-digest verification.
 //! - [`Committee`], [`QuorumCertificate`], [`CertificateBuilder`]: the
-//!   threshold rule `signed * 10000 >= total * thresholdBps` and the state
-//!   machine that turns partials into certificates.
+//!   exact-fraction [`Threshold`] rule `signed * denominator >= total *
+//!   numerator` (the registry's `meetsThreshold`) and the state machine that
+//!   turns partials into certificates.
 //! - [`conflict`]: equivocation detection and slashable evidence.
 //! - [`protection`]: the rule that a node never signs two different
 //!   commitments for one deal, over a storage trait (RocksDB lives in `node`).
@@ -27,6 +28,6 @@ pub mod protection;
 
 pub use bls::{PossessionBinding, PublicKey, SecretKey, Signature, POP_DST, SIGNATURE_DST};
 pub use certificate::{Attestation, BuilderEvent, CertificateBuilder, Queued, QuorumCertificate};
-pub use committee::{Committee, Member, BPS, DEFAULT_THRESHOLD_BPS};
+pub use committee::{Committee, Member, Threshold, BPS, DEFAULT_THRESHOLD_BPS};
 pub use conflict::{ConflictDetector, ConflictEvidence};
 pub use error::{Error, Result};

@@ -25,12 +25,15 @@ import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.s
 ///         a BLS quorum certificate of the ResolverRegistry's committee: Reproduced releases to
 ///         the seller, Failed refunds the buyer. No certificate by the resolve deadline refunds
 ///         the buyer and forfeits the seller's data-availability bond to them.
-/// @dev Payouts are pull payments: a settlement only credits the parties (`claimable`), and
+/// @dev Terms are validated at funding so every funded deal can reach every terminal state
+///      (windows non-zero, a challenge window of at least two seconds, deliver + challenge
+///      within the registry's warm-up, resolve within its maximum, a committee with the minimum
+///      stake). Payouts are pull payments: a settlement only credits the parties (`claimable`), and
 ///      each withdraws with `claim`, so no recipient (a token hook, a reverting contract, a
 ///      blocklisted address) can make `resolve` or any other settlement revert. The owner only
-///      curates the backend allow-list, which is checked at funding; it cannot touch funds or
-///      funded deals. Every value-moving function is non-reentrant and follows
-///      checks-effects-interactions.
+///      curates the backend allow-list, which is checked at funding, and may sweep tokens held
+///      beyond `liabilities`; it cannot touch funds of deals or credits. Every value-moving
+///      function is non-reentrant and follows checks-effects-interactions.
 contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
@@ -39,6 +42,10 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     string public constant NAME = "resolvd";
     /// @notice EIP-712 domain version of verdicts.
     string public constant VERSION = "1";
+
+    /// @notice Smallest challenge window: `deliveredAt < challenge < deliveredAt + window`
+    ///         needs at least two seconds.
+    uint256 public constant MIN_CHALLENGE_WINDOW = 2;
 
     /// @notice The committee registry certificates are verified against.
     IResolverRegistry public immutable registry;
@@ -85,13 +92,18 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
 
     /// @notice Funds a deal for `auth.buyer` with an EIP-3009 `receiveWithAuthorization` whose
     ///         nonce is the deal id, so the signature commits to every term (including the
-    ///         seller bond) and a relayer can change none of them.
+    ///         seller bond) and a relayer can change none of them. The spec and anchor bytes
+    ///         must be published here: their hashes are terms, so the buyer's signature fixes
+    ///         them, and a relayer can neither alter nor withhold them.
     function fundWithAuthorization(
         Terms calldata terms,
         bytes calldata spec,
         bytes calldata prestateAnchor,
         Authorization calldata auth
     ) external nonReentrant returns (bytes32 dealId) {
+        if (spec.length == 0 || prestateAnchor.length == 0) {
+            revert PublicationRequired();
+        }
         dealId = _open(auth.buyer, terms, spec, prestateAnchor);
         liabilities[terms.token] += terms.amount;
         _receive(terms, dealId, auth);
@@ -251,6 +263,23 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         emit BackendAllowed(backendId, versionHash, allowed);
     }
 
+    /// @notice Sends `to` the tokens held beyond everything owed (`liabilities`): tokens sent to
+    ///         the escrow outside any deal. Cannot touch a deal's funds or a credit.
+    function recoverExcess(IERC20 token, address to)
+        external
+        onlyOwner
+        nonReentrant
+        returns (uint256 amount)
+    {
+        if (to == address(0)) revert ZeroAddress("to");
+        uint256 balance = token.balanceOf(address(this));
+        uint256 owed = liabilities[token];
+        if (balance <= owed) revert NothingToRecover(token);
+        amount = balance - owed;
+        emit Recovered(token, to, amount);
+        token.safeTransfer(to, amount);
+    }
+
     // ------------------------------------------------------------------ views
 
     /// @notice A deal's state.
@@ -283,6 +312,10 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         if (t.amount == 0) revert ZeroAmount();
         if (t.deliverWindow == 0) revert ZeroWindow("deliver");
         if (t.challengeWindow == 0) revert ZeroWindow("challenge");
+        // A challenge must land in a later block than the delivery and before the deadline.
+        if (t.challengeWindow < MIN_CHALLENGE_WINDOW) {
+            revert WindowTooShort("challenge", MIN_CHALLENGE_WINDOW);
+        }
         if (t.resolveWindow == 0) revert ZeroWindow("resolve");
         _checkAgainstRegistry(t);
         if (!backendAllowed[t.backendId][t.backendVersionHash]) {

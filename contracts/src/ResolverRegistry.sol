@@ -69,6 +69,8 @@ contract ResolverRegistry is
     }
 
     uint256 internal constant BPS = 10_000;
+    /// @dev Bound of the threshold denominator (stake * denominator stays below 2^192).
+    uint256 internal constant MAX_DENOMINATOR = 1 << 64;
     /// @dev Bound of `activationDelay` (about 34,800 years): deal deadlines stay in uint64.
     uint256 internal constant MAX_ACTIVATION_DELAY = 1 << 40;
 
@@ -76,8 +78,11 @@ contract ResolverRegistry is
     IERC20 public immutable bondToken;
     /// @notice Smallest bond accepted.
     uint256 public immutable minimumBond;
-    /// @notice Quorum threshold, in basis points of an epoch's stake, for every epoch.
-    uint256 public immutable thresholdBps;
+    /// @notice Quorum threshold numerator: a certificate needs
+    ///         `signedStake * thresholdDenominator >= totalStake * thresholdNumerator`.
+    uint256 public immutable thresholdNumerator;
+    /// @notice Quorum threshold denominator.
+    uint256 public immutable thresholdDenominator;
     /// @inheritdoc IResolverRegistry
     uint256 public immutable maxResolveWindow;
     /// @notice Time after a dispute's resolve deadline in which evidence is expected.
@@ -122,7 +127,13 @@ contract ResolverRegistry is
     constructor(RegistryParameters memory p) {
         if (address(p.bondToken) == address(0)) revert InvalidParameters("bond token");
         if (p.minimumBond == 0) revert InvalidParameters("minimum bond");
-        if (p.thresholdBps <= BPS / 2 || p.thresholdBps > BPS) {
+        // More than half (two quorums always overlap), at most all, and small enough that
+        // `stake * denominator` cannot overflow (stakes are uint128).
+        if (
+            p.thresholdDenominator == 0 || p.thresholdDenominator > MAX_DENOMINATOR
+                || 2 * p.thresholdNumerator <= p.thresholdDenominator
+                || p.thresholdNumerator > p.thresholdDenominator
+        ) {
             revert InvalidParameters("threshold");
         }
         if (p.maxResolveWindow == 0 || p.slashingWindow == 0) revert InvalidParameters("windows");
@@ -139,7 +150,8 @@ contract ResolverRegistry is
         if (p.slashSink == address(0)) revert InvalidParameters("slash sink");
         bondToken = p.bondToken;
         minimumBond = p.minimumBond;
-        thresholdBps = p.thresholdBps;
+        thresholdNumerator = p.thresholdNumerator;
+        thresholdDenominator = p.thresholdDenominator;
         maxResolveWindow = p.maxResolveWindow;
         slashingWindow = p.slashingWindow;
         unbondingDelay = p.unbondingDelay;
@@ -298,7 +310,7 @@ contract ResolverRegistry is
 
     /// @inheritdoc IResolverRegistry
     /// @dev `nonSigners` are registry indices, strictly ascending, members of `epoch`. Reverts
-    ///      with UnknownEpoch, IndicesNotAscending, NotAMember, BelowThreshold or
+    ///      with UnknownEpoch, StaleEpoch, IndicesNotAscending, NotAMember, BelowThreshold or
     ///      InvalidSignature (or a BLS library error for malformed points).
     function verifyCertificate(
         uint256 epoch,
@@ -307,6 +319,7 @@ contract ResolverRegistry is
         bytes calldata signature
     ) external view returns (uint256 signedStake, uint256 totalStake) {
         Epoch storage e = _epoch(epoch);
+        _checkFresh(epoch);
         totalStake = e.totalStake;
         uint256 missing;
         for (uint256 i; i < nonSigners.length; ++i) {
@@ -314,14 +327,34 @@ contract ResolverRegistry is
             missing += _member(nonSigners[i], epoch).stake;
         }
         signedStake = totalStake - missing;
-        if (totalStake == 0 || signedStake * BPS < totalStake * thresholdBps) {
-            revert BelowThreshold(signedStake, totalStake, thresholdBps);
+        if (!meetsThreshold(signedStake, totalStake)) {
+            revert BelowThreshold(signedStake, totalStake, thresholdNumerator, thresholdDenominator);
         }
         bytes memory key = BLS.subtractStored(e.aggregateKey, _keys, nonSigners);
         if (!BLS.verifyDigest(key, digest, signature)) revert InvalidSignature();
     }
 
-    // ------------------------------------------------------------------ slashing
+    /// @notice The quorum rule: `signedStake / totalStake >= numerator / denominator`, exactly
+    ///         (no rounding; with 2/3, two of three equal members are a quorum). An empty
+    ///         committee has no quorum. resolvd-consensus `Threshold::is_met` is the same rule.
+    function meetsThreshold(uint256 signedStake, uint256 totalStake)
+        public
+        view
+        virtual
+        returns (bool)
+    {
+        return totalStake != 0 && signedStake <= totalStake
+            && signedStake * thresholdDenominator >= totalStake * thresholdNumerator;
+    }
+
+    /// @notice The threshold rounded up to basis points. Deprecated: a check in basis points is
+    ///         at least as strict as the exact rule but can demand more signers (6667 bps needs
+    ///         3 of 3 where 2/3 needs 2 of 3); use `thresholdNumerator / thresholdDenominator`.
+    function thresholdBps() external view returns (uint256) {
+        return (thresholdNumerator * BPS + thresholdDenominator - 1) / thresholdDenominator;
+    }
+
+    // ------------------------------------------------------------------ slashing    // ------------------------------------------------------------------ slashing
 
     /// @notice Slashes every resolver that signed both `a` and `b`: two aggregates over
     ///         different commitments for the same deal under the same verdict domain. Each is
@@ -426,6 +459,17 @@ contract ResolverRegistry is
     function _epoch(uint256 epoch) internal view returns (Epoch storage) {
         if (epoch == 0 || epoch >= _epochs.length) revert UnknownEpoch(epoch, _epochs.length - 1);
         return _epochs[epoch];
+    }
+
+    /// @dev Fresh: the current epoch, or one whose successor started at most
+    ///      `maxResolveWindow` ago. Its members left no earlier than that successor's start,
+    ///      so they stay bonded until at least `now + slashingWindow` (`unbondingDelay >
+    ///      maxResolveWindow + slashingWindow`).
+    function _checkFresh(uint256 epoch) internal view virtual {
+        if (epoch + 1 == _epochs.length) return;
+        uint256 endedAt = _epochs[epoch + 1].startedAt;
+        uint256 freshUntil = endedAt + maxResolveWindow;
+        if (block.timestamp > freshUntil) revert StaleEpoch(epoch, endedAt, freshUntil);
     }
 
     function _member(uint256 index, uint256 epoch) internal view returns (Membership storage m) {

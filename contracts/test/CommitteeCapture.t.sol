@@ -72,10 +72,14 @@ contract CommitteeCaptureTest is EscrowBase {
         uint256[] memory honest = new uint256[](4);
         (honest[0], honest[1], honest[2], honest[3]) = (0, 1, 2, 3);
         bytes memory lone = vm.parseJsonBytes(ev, ".deals[0].failed.partials[7]");
-        // Before the fix: 8,003 / 12,003 >= 6667 bps and the refund went through.
+        // Before the fix: 8,003 / 12,003 >= 2/3 and the refund went through.
         vm.expectRevert(
             abi.encodeWithSelector(
-                IResolverRegistryErrors.BelowThreshold.selector, 0, 4 * BOND, THRESHOLD_BPS
+                IResolverRegistryErrors.BelowThreshold.selector,
+                0,
+                4 * BOND,
+                THRESHOLD_NUM,
+                THRESHOLD_DEN
             )
         );
         escrow.resolve(failed, honest, lone);

@@ -217,7 +217,11 @@ contract EscrowTest is EscrowBase {
         (three[0], three[1], three[2]) = (5, 6, 7);
         vm.expectRevert(
             abi.encodeWithSelector(
-                IResolverRegistryErrors.BelowThreshold.selector, 5 * BOND, 8 * BOND, THRESHOLD_BPS
+                IResolverRegistryErrors.BelowThreshold.selector,
+                5 * BOND,
+                8 * BOND,
+                THRESHOLD_NUM,
+                THRESHOLD_DEN
             )
         );
         registry.verifyCertificate(8, digest, three, sig);
@@ -252,7 +256,10 @@ contract EscrowTest is EscrowBase {
             require(registry.slashedFor(ds, a.commitment.dealId, i) == equivocator, "slashed set");
         }
         // Accountable safety: two conflicting 6-of-8 certificates slashed >= (2*6667-10000) bps.
-        require(4 * BOND * 10_000 >= 8 * BOND * (2 * THRESHOLD_BPS - 10_000), "accountable safety");
+        require(
+            4 * BOND * THRESHOLD_DEN >= 8 * BOND * (2 * THRESHOLD_NUM - THRESHOLD_DEN),
+            "accountable safety"
+        );
         // Removed from the committee by one epoch; the epoch that signed keeps its snapshot.
         require(registry.currentEpoch() == 9, "four exits, one epoch");
         (bytes memory agg, uint256 total, uint256 members,) = registry.epochInfo(9);
@@ -624,16 +631,21 @@ contract EscrowTest is EscrowBase {
         uint256 buyerKey = 0xb0b;
         address buyer = vm.addr(buyerKey);
         Terms memory t = _terms(ev, _deal(0));
+        (bytes memory spec, bytes memory anchor) = (hex"0101010220", hex"01010102");
+        t.specHash = sha256(abi.encodePacked("reckn/v1/spec", spec));
+        t.prestateAnchorHash = sha256(abi.encodePacked("reckn/v1/prestate-anchor", anchor));
         _allowBackend(t);
         token.mint(buyer, t.amount);
         bytes32 id = escrow.dealIdOf(buyer, t);
         Authorization memory auth = _authorize(buyerKey, t.amount, id);
         // A relayer weakening the seller bond changes the deal id = the nonce: refused.
-        Terms memory weakened = _terms(ev, _deal(0));
+        uint256 bond = t.sellerBond;
+        Terms memory weakened = t; // the same memory: restored below
         weakened.sellerBond = 0;
         vm.expectRevert(bytes4(keccak256("InvalidAuthorization()")));
-        escrow.fundWithAuthorization(weakened, "", "", auth);
-        require(escrow.fundWithAuthorization(t, "", "", auth) == id, "deal id");
+        escrow.fundWithAuthorization(weakened, spec, anchor, auth);
+        t.sellerBond = bond;
+        require(escrow.fundWithAuthorization(t, spec, anchor, auth) == id, "deal id");
         require(token.balanceOf(ESCROW) == t.amount && escrow.deal(id).buyer == buyer, "funded");
     }
 
@@ -696,7 +708,13 @@ contract EscrowTest is EscrowBase {
 
     function testConstructorsValidateParameters() public {
         RegistryParameters memory p = _params();
-        p.thresholdBps = 5000;
+        (p.thresholdNumerator, p.thresholdDenominator) = (1, 2);
+        _expectInvalid(p, "threshold");
+        (p.thresholdNumerator, p.thresholdDenominator) = (4, 3);
+        _expectInvalid(p, "threshold");
+        (p.thresholdNumerator, p.thresholdDenominator) = (0, 0);
+        _expectInvalid(p, "threshold");
+        (p.thresholdNumerator, p.thresholdDenominator) = (1 << 64, (1 << 64) + 1);
         _expectInvalid(p, "threshold");
         p = _params();
         p.unbondingDelay = MAX_RESOLVE + SLASHING_WINDOW;

@@ -106,6 +106,9 @@ interface IEscrowErrors {
     error WindowsExceedActivationDelay(uint256 span, uint256 activationDelay);
     error CommitteeTooSmall(uint256 epoch, uint256 totalStake, uint256 minimum);
     error NothingToClaim(address account, IERC20 token);
+    error WindowTooShort(string which, uint256 minimum);
+    error PublicationRequired();
+    error NothingToRecover(IERC20 token);
 }
 
 /// @notice Events of the Escrow.
@@ -174,5 +177,7 @@ interface IEscrowEvents {
     event Claimed(
         address indexed account, IERC20 indexed token, address indexed to, uint256 amount
     );
+    /// @notice The owner swept tokens sent to the escrow outside any deal.
+    event Recovered(IERC20 indexed token, address indexed to, uint256 amount);
     event BackendAllowed(bytes32 indexed backendId, bytes32 indexed versionHash, bool allowed);
 }

@@ -10,8 +10,10 @@ struct RegistryParameters {
     IERC20 bondToken;
     /// @dev Smallest bond accepted.
     uint256 minimumBond;
-    /// @dev Quorum threshold in basis points of an epoch's stake.
-    uint256 thresholdBps;
+    /// @dev Quorum threshold as an exact fraction of an epoch's stake:
+    ///      `signed * thresholdDenominator >= total * thresholdNumerator` (default 2 / 3).
+    uint256 thresholdNumerator;
+    uint256 thresholdDenominator;
     /// @dev The longest resolve window an escrow may give a dispute.
     uint256 maxResolveWindow;
     /// @dev Time after a dispute's resolve deadline in which evidence is expected.
@@ -45,7 +47,10 @@ interface IResolverRegistryErrors {
     error NotAMember(uint256 resolver, uint256 epoch);
     error IndicesNotAscending(uint256 position);
     error EmptySignerSet();
-    error BelowThreshold(uint256 signedStake, uint256 totalStake, uint256 thresholdBps);
+    error BelowThreshold(
+        uint256 signedStake, uint256 totalStake, uint256 numerator, uint256 denominator
+    );
+    error StaleEpoch(uint256 epoch, uint256 endedAt, uint256 freshUntil);
     error InvalidSignature();
     error NotAConflict(bytes32 dealIdA, bytes32 dealIdB);
     error SameCommitment();
@@ -108,7 +113,13 @@ interface IResolverRegistry {
     /// @notice The smallest committee stake a deal may be funded or disputed with.
     function minimumCommitteeStake() external view returns (uint256);
 
-    /// @notice Verifies a quorum certificate against `epoch`; reverts unless valid.
+    /// @notice Verifies a quorum certificate against `epoch`; reverts unless valid. Only fresh
+    ///         epochs are accepted: the current one, or one that ended at most
+    ///         `maxResolveWindow` ago, so every member behind the certificate is still bonded
+    ///         and slashable for at least `slashingWindow`. An integrator pins
+    ///         `currentEpoch()` when its dispute opens and resolves within `maxResolveWindow`,
+    ///         exactly like the Escrow; a certificate over an older epoch reverts with
+    ///         `StaleEpoch`, however valid its signature.
     function verifyCertificate(
         uint256 epoch,
         bytes32 digest,

@@ -5,11 +5,12 @@ pragma solidity 0.8.30;
 /// @notice BLS12-381 "minimal-pubkey-size" verification over the EIP-2537 precompiles (Prague):
 ///         public keys in G1 (128-byte EIP-2537 encoding), signatures in G2 (256 bytes),
 ///         ciphersuite BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_ with proof of possession.
-/// @dev Every precompile call gets exactly the gas its EIP-2537 price asks (or a fixed cap for
-///      SHA-256 and MODEXP), after its input length was fixed by construction or checked. An
-///      invalid point (off the curve, outside the subgroup, a non-canonical field element) makes
-///      the precompile fail; that failure then costs only the forwarded gas and reverts with
-///      `BLSPrecompileFailed(address)`, never silently burning the caller's gas.
+/// @dev Every precompile call forwards all remaining gas (so a repricing of EIP-2537, or a chain
+///      that prices it differently, cannot make verification fail) and checks both success and
+///      the exact output length, after its input length was fixed by construction or checked.
+///      An invalid point (off the curve, outside the subgroup, a non-canonical field element)
+///      makes the precompile fail and, per EIP-2537, consume the gas it was given: the call
+///      reverts with `BLSPrecompileFailed(address)`, paid by whoever submitted the bad point.
 ///      G1 points: pad16(x) || pad16(y). G2 points: pad16(x.c0) || pad16(x.c1) || pad16(y.c0) ||
 ///      pad16(y.c1). The all-zero encoding is the point at infinity.
 library BLS {
@@ -45,15 +46,6 @@ library BLS {
     uint256 private constant _G2ADD = 0x0d;
     uint256 private constant _PAIRING = 0x0f;
     uint256 private constant _MAP_FP2_TO_G2 = 0x11;
-
-    uint256 internal constant G1ADD_GAS = 375;
-    uint256 internal constant G2ADD_GAS = 600;
-    /// @dev 32,600 * 2 + 37,700.
-    uint256 internal constant PAIRING2_GAS = 102_900;
-    uint256 internal constant MAP_FP2_TO_G2_GAS = 23_800;
-    /// @dev MODEXP of a 64-byte base, 1-byte exponent, 64-byte modulus costs 200 (EIP-2565)
-    ///      or 500 (EIP-7883); the cap covers both and never fails for well-formed input.
-    uint256 internal constant MODEXP_GAS_CAP = 2000;
 
     /// @dev The field modulus p, as two big-endian words of its 64-byte padded form.
     uint256 internal constant P_HI = 0x1a0111ea397fe69a4b1ba7b6434bacd7;
@@ -158,7 +150,7 @@ library BLS {
             let input := mload(0x40)
             mcopy(input, add(a, 0x20), 128)
             mcopy(add(input, 128), add(b, 0x20), 128)
-            ok := staticcall(G1ADD_GAS, _G1ADD, input, 256, add(out, 0x20), 128)
+            ok := staticcall(gas(), _G1ADD, input, 256, add(out, 0x20), 128)
             ok := and(ok, eq(returndatasize(), 128))
         }
         if (!ok) revert BLSPrecompileFailed(G1ADD);
@@ -192,7 +184,8 @@ library BLS {
                 // -y = p - y (the identity is never stored: keys are PoP-checked).
                 mstore(add(buf, 0xe0), sub(P_LO, yLo))
                 mstore(add(buf, 0xc0), sub(sub(P_HI, yHi), gt(yLo, P_LO)))
-                ok := and(ok, staticcall(G1ADD_GAS, _G1ADD, buf, 256, buf, 128))
+                ok := and(ok, staticcall(gas(), _G1ADD, buf, 256, buf, 128))
+                ok := and(ok, eq(returndatasize(), 128))
             }
             mcopy(add(key, 0x20), buf, 128)
         }
@@ -264,6 +257,7 @@ library BLS {
             mstore8(add(add(p, 3), dstLen), dstLen)
             let primeLen := add(add(0x43, msgLen), add(dstLen, 1))
             ok := staticcall(gas(), 0x02, buf, primeLen, 0x00, 0x20)
+            ok := and(ok, eq(returndatasize(), 0x20))
             let b0 := mload(0x00)
             // b_i input: 32 bytes || i || DST_prime, after msg_prime.
             let bufI := add(buf, add(primeLen, 0x20))
@@ -275,6 +269,7 @@ library BLS {
                 mstore(bufI, xor(b0, bi))
                 mstore8(add(bufI, 0x20), i)
                 ok := and(ok, staticcall(gas(), 0x02, bufI, lenI, 0x00, 0x20))
+                ok := and(ok, eq(returndatasize(), 0x20))
                 bi := mload(0x00)
                 mstore(add(uniform, mul(i, 0x20)), bi)
             }
@@ -305,7 +300,8 @@ library BLS {
             for { let j := 0 } lt(j, 4) { j := add(j, 1) } {
                 let dest := add(add(mul(div(j, 2), sub(u1, u0)), u0), add(0x20, mul(mod(j, 2), 64)))
                 mcopy(add(input, 0x60), add(add(uniform, 0x20), mul(j, 64)), 64)
-                ok := and(ok, staticcall(MODEXP_GAS_CAP, _MODEXP, input, 0xe1, dest, 64))
+                ok := and(ok, staticcall(gas(), _MODEXP, input, 0xe1, dest, 64))
+                ok := and(ok, eq(returndatasize(), 64))
             }
         }
         if (!ok) revert BLSPrecompileFailed(MODEXP);
@@ -323,19 +319,15 @@ library BLS {
         bool ok;
         assembly ("memory-safe") {
             let input := mload(0x40)
-            ok := staticcall(MAP_FP2_TO_G2_GAS, _MAP_FP2_TO_G2, add(u0, 0x20), 128, input, 256)
+            ok := staticcall(gas(), _MAP_FP2_TO_G2, add(u0, 0x20), 128, input, 256)
+            ok := and(ok, eq(returndatasize(), 256))
             ok := and(
                 ok,
-                staticcall(
-                    MAP_FP2_TO_G2_GAS,
-                    _MAP_FP2_TO_G2,
-                    add(u1, 0x20),
-                    128,
-                    add(input, 256),
-                    256
-                )
+                staticcall(gas(), _MAP_FP2_TO_G2, add(u1, 0x20), 128, add(input, 256), 256)
             )
-            ok := and(ok, staticcall(G2ADD_GAS, _G2ADD, input, 512, add(point, 0x20), 256))
+            ok := and(ok, eq(returndatasize(), 256))
+            ok := and(ok, staticcall(gas(), _G2ADD, input, 512, add(point, 0x20), 256))
+            ok := and(ok, eq(returndatasize(), 256))
         }
         if (!ok) revert BLSPrecompileFailed(MAP_FP2_TO_G2);
     }
@@ -409,7 +401,7 @@ library BLS {
             // Pair 2: (publicKey, H(m))
             mcopy(add(input, 0x180), add(publicKey, 0x20), 128)
             mcopy(add(input, 0x200), add(messagePoint, 0x20), 256)
-            ok := staticcall(PAIRING2_GAS, _PAIRING, input, 768, 0x00, 0x20)
+            ok := staticcall(gas(), _PAIRING, input, 768, 0x00, 0x20)
             ok := and(ok, eq(returndatasize(), 0x20))
             valid := mload(0x00)
         }

@@ -90,7 +90,8 @@ contract EscrowInvariantTest is EscrowBase {
                 if (r.slashed) slashedStake += m.stake;
             }
             require(
-                slashedStake * 10_000 >= total * (2 * THRESHOLD_BPS - 10_000), "accountable safety"
+                slashedStake * THRESHOLD_DEN >= total * (2 * THRESHOLD_NUM - THRESHOLD_DEN),
+                "accountable safety"
             );
         }
     }

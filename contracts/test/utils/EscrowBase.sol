@@ -25,7 +25,9 @@ abstract contract EscrowBase is Vectors {
     address internal constant SLASHER = address(uint160(0x51a5));
 
     uint256 internal constant BOND = 1000e18;
-    uint256 internal constant THRESHOLD_BPS = 6667;
+    /// @dev Quorum threshold 2/3, exactly.
+    uint256 internal constant THRESHOLD_NUM = 2;
+    uint256 internal constant THRESHOLD_DEN = 3;
     uint256 internal constant MAX_RESOLVE = 7 days;
     uint256 internal constant SLASHING_WINDOW = 7 days;
     uint256 internal constant UNBONDING = 15 days;
@@ -69,7 +71,8 @@ abstract contract EscrowBase is Vectors {
         return RegistryParameters({
             bondToken: IERC20(TOKEN),
             minimumBond: BOND,
-            thresholdBps: THRESHOLD_BPS,
+            thresholdNumerator: THRESHOLD_NUM,
+            thresholdDenominator: THRESHOLD_DEN,
             maxResolveWindow: MAX_RESOLVE,
             slashingWindow: SLASHING_WINDOW,
             unbondingDelay: UNBONDING,
