@@ -214,7 +214,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     ) external nonReentrant {
         bytes32 dealId = commitment.dealId;
         Deal storage d = _in(dealId, DealState.Disputed);
-        if (block.timestamp > d.resolveDeadline) revert TooLate(dealId, d.resolveDeadline);
+        _checkResolveDeadline(dealId, d);
         _checkCommitment(d, commitment);
         (uint256 signedStake, uint256 totalStake) = registry.verifyCertificate(
             d.epoch,
@@ -359,6 +359,11 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         (uint256 epoch, uint256 committeeStake) = registry.currentCommittee();
         uint256 minimum = registry.minimumCommitteeStake();
         if (committeeStake < minimum) revert CommitteeTooSmall(epoch, committeeStake, minimum);
+    }
+
+    /// @dev A certificate counts only until the resolve deadline (then `timeoutRefund`).
+    function _checkResolveDeadline(bytes32 dealId, Deal storage d) internal view virtual {
+        if (block.timestamp > d.resolveDeadline) revert TooLate(dealId, d.resolveDeadline);
     }
 
     function _in(bytes32 dealId, DealState expected) internal view returns (Deal storage d) {

@@ -269,7 +269,7 @@ contract ResolverRegistry is
         uint256 resolver = _indexOf(msg.sender);
         Resolver storage r = _resolvers[resolver];
         if (r.exitRequestedAt == 0) revert NotExiting(resolver);
-        uint256 availableAt = uint256(r.exitRequestedAt) + unbondingDelay;
+        uint256 availableAt = _withdrawableAt(r);
         if (block.timestamp < availableAt) revert UnbondingNotOver(resolver, availableAt);
         uint256 amount = r.bond;
         if (amount == 0 || r.withdrawn) revert NothingToWithdraw(resolver);
@@ -459,6 +459,11 @@ contract ResolverRegistry is
     function _epoch(uint256 epoch) internal view returns (Epoch storage) {
         if (epoch == 0 || epoch >= _epochs.length) revert UnknownEpoch(epoch, _epochs.length - 1);
         return _epochs[epoch];
+    }
+
+    /// @dev When an exiting resolver's bond may leave: `unbondingDelay` after its exit request.
+    function _withdrawableAt(Resolver storage r) internal view virtual returns (uint256) {
+        return uint256(r.exitRequestedAt) + unbondingDelay;
     }
 
     /// @dev Fresh: the current epoch, or one whose successor started at most

@@ -3,7 +3,7 @@ pragma solidity 0.8.30;
 
 import {Escrow} from "../../src/Escrow.sol";
 import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
-import {DealState, Terms} from "../../src/interfaces/IEscrow.sol";
+import {Deal, DealState, Terms} from "../../src/interfaces/IEscrow.sol";
 import {Evidence} from "../../src/interfaces/IResolverRegistry.sol";
 import {VerdictCommitment} from "../../src/libraries/VerdictHash.sol";
 import {TestToken} from "../mocks/TestToken.sol";
@@ -32,7 +32,11 @@ contract EscrowHandler is Vectors {
 
     // ghosts
     uint256[DEALS] public settlements;
-    bool public earlyWithdrawal;
+    /// @dev A resolve succeeded without a quorum (computed here from the epoch's members and
+    ///      stakes, not by the registry's rule) or after the deadline.
+    bool public badSettlement;
+    /// @dev When each resolver's bond left the registry (0: not withdrawn).
+    uint256[RESOLVERS] public withdrawnAt;
     bool[DEALS] public quorumsSlashed;
     mapping(bytes32 => uint256) public calls;
     bytes public lastRefusal;
@@ -134,7 +138,10 @@ contract EscrowHandler is Vectors {
         escrow.challenge(dealIds[k]);
         calls["challenge"]++;
         // A committee below the minimum stake cancels the deal instead.
-        if (_state(k) == DealState.Resolved) settlements[k]++;
+        if (_state(k) == DealState.Resolved) {
+            settlements[k]++;
+            calls["cancelled"]++;
+        }
     }
 
     function _popcount(uint256 x) internal pure returns (uint256 c) {
@@ -175,20 +182,47 @@ contract EscrowHandler is Vectors {
         return sum;
     }
 
+    /// @dev Signed and total stake of a certificate, computed from the epoch's membership and
+    ///      each resolver's stake (independently of the registry's threshold code).
+    function _stakes(uint256 epoch, uint256[] memory nonSigners)
+        internal
+        view
+        returns (uint256 signed, uint256 total)
+    {
+        for (uint256 i; i < RESOLVERS; ++i) {
+            if (!registry.isMember(i, epoch)) continue;
+            (, ResolverRegistry.Membership memory m,) = registry.resolverInfo(i);
+            total += m.stake;
+            bool missing;
+            for (uint256 j; j < nonSigners.length; ++j) {
+                if (nonSigners[j] == i) missing = true;
+            }
+            if (!missing) signed += m.stake;
+        }
+    }
+
     /// @dev A certificate from a subset of one side's signers (every signer half of the time);
-    ///      below-threshold subsets and late certificates are refused.
+    ///      with bit 9 of `mask`, submitted after the resolve deadline. Below-threshold subsets
+    ///      and late certificates must be refused: a success is checked here, from first
+    ///      principles, and recorded in `badSettlement` if it had no quorum or was late.
     function resolve(uint256 k, bool reproduced, uint256 mask) external {
         k = _find(k % DEALS, DealState.Disputed);
         if (k == DEALS) return;
         calls["resolve-attempt"]++;
+        Deal memory d = escrow.deal(dealIds[k]);
+        if (mask & 0x200 != 0) _warpTo(uint256(d.resolveDeadline) + 1);
         if (mask & 0x100 == 0) mask = type(uint256).max;
         uint256 o = reproduced ? 0 : 1;
         (uint256[] memory signers, uint256[] memory non, bytes memory sig) =
-            _aggregate(k, o, mask, escrow.deal(dealIds[k]).epoch);
+            _aggregate(k, o, mask, d.epoch);
         if (signers.length == 0) return;
         try escrow.resolve(commitments[k][o], non, sig) {
             settlements[k]++;
             calls["resolve"]++;
+            (uint256 signed, uint256 total) = _stakes(d.epoch, non);
+            if (signed * 3 < total * 2 || block.timestamp > d.resolveDeadline) {
+                badSettlement = true;
+            }
         } catch (bytes memory reason) {
             lastRefusal = reason;
             calls["resolve-refused"]++;
@@ -241,6 +275,48 @@ contract EscrowHandler is Vectors {
         }
     }
 
+    /// @dev Evidence that must be refused: signer lists naming resolvers on a side they never
+    ///      signed (honest 0, 1 on Failed; 6, 7 on Reproduced) with the real aggregate of the
+    ///      others (mode 0), another deal's aggregate (mode 1), or the point at infinity as the
+    ///      signature (mode 2: the sum of a partial and its negation).
+    function slashForged(uint256 k, uint256 maskA, uint256 maskB, uint256 mode) external {
+        k %= DEALS;
+        Evidence memory a;
+        Evidence memory b;
+        (a.signers,, a.signature) = _aggregate(k, 0, maskA, 8);
+        (b.signers,, b.signature) = _aggregate(k, 1, maskB, 8);
+        if (a.signers.length == 0 || b.signers.length == 0) return;
+        mode %= 3;
+        if (mode == 0) {
+            // Claim every epoch-8 member on both sides; keep the honest signatures only.
+            a.signers = _members(8, maskA | 0xc0);
+            b.signers = _members(8, maskB | 0x03);
+        } else if (mode == 1) {
+            (,, a.signature) = _aggregate((k + 1) % DEALS, 0, maskA, 8);
+        } else {
+            b.signature = new bytes(256);
+        }
+        (a.commitment, b.commitment) = (commitments[k][0], commitments[k][1]);
+        (a.epoch, b.epoch) = (8, 8);
+        try registry.slashEquivocation(escrow.domainSeparator(), a, b) {
+            calls["slash-forged-accepted"]++;
+        } catch {
+            calls["slash-forged-refused"]++;
+        }
+    }
+
+    function _members(uint256 epoch, uint256 mask) internal view returns (uint256[] memory out) {
+        uint256 n;
+        for (uint256 i; i < RESOLVERS; ++i) {
+            if (mask & (1 << i) != 0 && registry.isMember(i, epoch)) ++n;
+        }
+        out = new uint256[](n);
+        n = 0;
+        for (uint256 i; i < RESOLVERS; ++i) {
+            if (mask & (1 << i) != 0 && registry.isMember(i, epoch)) out[n++] = i;
+        }
+    }
+
     /// @dev The two conflicting quorum certificates of a deal, submitted as evidence.
     function slashQuorums(uint256 k) external {
         if (k % 3 != 0) return;
@@ -277,9 +353,37 @@ contract EscrowHandler is Vectors {
         if (wait && r.exitRequestedAt != 0) _warpTo(uint256(r.exitRequestedAt) + unbonding);
         vm.prank(_operator(i));
         try registry.withdraw() {
-            if (block.timestamp < uint256(r.exitRequestedAt) + unbonding) earlyWithdrawal = true;
+            withdrawnAt[i] = block.timestamp;
             calls["withdraw"]++;
         } catch {}
+    }
+
+    /// @dev Drives every open dispute to its end: the full certificate of a side that holds a
+    ///      quorum of the pinned epoch (by this handler's own count) must settle; otherwise the
+    ///      deal must time out. Called once at the end of every invariant run.
+    function finish() external {
+        for (uint256 k; k < DEALS; ++k) {
+            if (_state(k) != DealState.Disputed) continue;
+            Deal memory d = escrow.deal(dealIds[k]);
+            bool settled;
+            for (uint256 o; o < 2 && !settled; ++o) {
+                (uint256[] memory signers, uint256[] memory non, bytes memory sig) =
+                    _aggregate(k, o, type(uint256).max, d.epoch);
+                (uint256 signed, uint256 total) = _stakes(d.epoch, non);
+                if (signers.length == 0 || signed * 3 < total * 2) continue;
+                if (block.timestamp > d.resolveDeadline) break;
+                escrow.resolve(commitments[k][o], non, sig); // must not revert
+                settlements[k]++;
+                calls["resolve"]++;
+                settled = true;
+            }
+            if (!settled) {
+                _warpTo(uint256(d.resolveDeadline) + 1);
+                escrow.timeoutRefund(dealIds[k]);
+                settlements[k]++;
+                calls["timeout"]++;
+            }
+        }
     }
 
     // ------------------------------------------------------------------ views for invariants

@@ -1,27 +1,16 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
-import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
-import {Deal, DealState} from "../../src/interfaces/IEscrow.sol";
-import {EscrowBase} from "../utils/EscrowBase.sol";
-import {EscrowHandler} from "./EscrowHandler.sol";
+import {EscrowInvariants} from "./EscrowInvariants.sol";
 
-/// @notice Invariants of escrow + registry under random handler sequences
-///         (fund / deliver / challenge / resolve / timeout / release / reclaim / slash / exit /
-///         withdraw / warp) on real BLS vectors.
-contract EscrowInvariantTest is EscrowBase {
-    EscrowHandler internal handler;
-
+/// @notice Invariants of escrow + registry under random handler sequences (fund / deliver /
+///         challenge / resolve, also late and below threshold / timeout / release / reclaim /
+///         claim / slash, also forged / exit / withdraw / warp) on real BLS vectors. After
+///         every run the handler finishes every open dispute (a quorum side must settle, else
+///         it times out) and the call counters must show it.
+contract EscrowInvariantTest is EscrowInvariants {
     function setUp() public {
-        string memory ev = _read("consensus/vectors/escrow.json");
-        _deploySystem();
-        _registerResolvers(ev, 8);
-        escrow.setBackend(
-            vm.parseJsonBytes32(ev, ".deals[0].terms.backendId"),
-            vm.parseJsonBytes32(ev, ".deals[0].terms.backendVersionHash"),
-            true
-        );
-        handler = new EscrowHandler(escrow, registry, token, ev, BUYER, SELLER, UNBONDING);
+        _setUpSystem();
     }
 
     /// @dev Read by forge's invariant runner: only the handler is called.
@@ -30,74 +19,44 @@ contract EscrowInvariantTest is EscrowBase {
         targets[0] = address(handler);
     }
 
-    /// @notice The escrow holds exactly the amounts of live deals, their locked DA bonds and the
-    ///         parties' unclaimed credits.
     function invariant_escrowConservesFunds() public view {
-        uint256 owed;
-        for (uint256 k; k < handler.dealCount(); ++k) {
-            Deal memory d = escrow.deal(handler.dealIds(k));
-            if (d.state == DealState.Held) owed += d.amount;
-            if (d.state == DealState.Delivered || d.state == DealState.Disputed) {
-                owed += uint256(d.amount) + d.sellerBond;
-            }
-        }
-        owed += escrow.claimable(BUYER, token) + escrow.claimable(SELLER, token);
-        require(token.balanceOf(address(escrow)) == owed, "escrow balance != live deals");
-        require(escrow.liabilities(token) == owed, "liabilities != live deals + credits");
+        checkEscrowConservesFunds();
     }
 
-    /// @notice The registry holds exactly the resolvers' remaining bonds and unclaimed
-    ///         slashing proceeds.
     function invariant_registryConservesBonds() public view {
-        uint256 bonds;
-        for (uint256 i; i < registry.resolverCount(); ++i) {
-            (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(i);
-            bonds += r.bond;
-        }
-        bonds += registry.claimable(address(handler)) + registry.claimable(SINK);
-        require(token.balanceOf(address(registry)) == bonds, "registry balance != bonds");
+        checkRegistryConservesBonds();
     }
 
-    /// @notice No deal is settled twice.
     function invariant_noDoubleSettlement() public view {
-        for (uint256 k; k < handler.dealCount(); ++k) {
-            require(handler.settlements(k) <= 1, "settled twice");
-            Deal memory d = escrow.deal(handler.dealIds(k));
-            require((handler.settlements(k) == 1) == (d.state == DealState.Resolved), "state");
-        }
+        checkNoDoubleSettlement();
     }
 
-    /// @notice Resolvers 0, 1 (only signed Reproduced) and 6, 7 (only Failed) are never slashed,
-    ///         whatever evidence is submitted.
     function invariant_honestNeverSlashed() public view {
-        uint256[4] memory honest = [uint256(0), 1, 6, 7];
-        for (uint256 j; j < 4; ++j) {
-            (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(honest[j]);
-            require(!r.slashed, "honest resolver slashed");
-        }
+        checkHonestNeverSlashed();
     }
 
-    /// @notice Two conflicting quorum certificates for a deal cost at least
-    ///         (2 * threshold - 100 %) of the epoch's stake.
+    function invariant_settlementsNeedQuorumBeforeDeadline() public view {
+        checkSettlementsNeedQuorumBeforeDeadline();
+    }
+
     function invariant_accountableSafety() public view {
-        for (uint256 k; k < handler.dealCount(); ++k) {
-            if (!handler.quorumsSlashed(k)) continue;
-            (, uint256 total,,) = registry.epochInfo(8);
-            uint256 slashedStake;
-            for (uint256 i; i < 8; ++i) {
-                (ResolverRegistry.Resolver memory r, ResolverRegistry.Membership memory m,) =
-                    registry.resolverInfo(i);
-                if (r.slashed) slashedStake += m.stake;
-            }
-            require(
-                slashedStake * THRESHOLD_DEN >= total * (2 * THRESHOLD_NUM - THRESHOLD_DEN),
-                "accountable safety"
-            );
-        }
+        checkAccountableSafety();
     }
 
-    /// @notice No bond left the registry before its unbonding delay was over.
     function invariant_exitsNeverEscapeSlashing() public view {
-        require(!handler.earlyWithdrawal(), "withdrew before the unbonding delay");
+        checkExitsNeverEscapeSlashing();
+    }
+
+    /// @notice Every challenged deal ends: finishing the run settles or times out each open
+    ///         dispute, and settlements (resolve + timeout + cancel) account for every challenge.
+    function afterInvariant() public {
+        handler.finish();
+        checkNoDoubleSettlement();
+        checkEscrowConservesFunds();
+        require(
+            handler.calls("resolve") + handler.calls("timeout") + handler.calls("cancelled")
+                == handler.calls("challenge"),
+            "a challenged deal did not settle"
+        );
     }
 }

@@ -53,17 +53,21 @@ abstract contract EscrowBase is Vectors {
         vm.warp(1_700_000_000);
         token = TestToken(_deployAt(TOKEN, type(TestToken).creationCode));
         registry = ResolverRegistry(
-            _deployAt(
-                REGISTRY,
-                abi.encodePacked(type(ResolverRegistry).creationCode, abi.encode(_params()))
-            )
+            _deployAt(REGISTRY, abi.encodePacked(_registryCode(), abi.encode(_params())))
         );
         escrow = Escrow(
-            _deployAt(
-                ESCROW,
-                abi.encodePacked(type(Escrow).creationCode, abi.encode(registry, address(this)))
-            )
+            _deployAt(ESCROW, abi.encodePacked(_escrowCode(), abi.encode(registry, address(this))))
         );
+    }
+
+    /// @dev Creation code of the registry (a mutant test swaps in a broken one).
+    function _registryCode() internal pure virtual returns (bytes memory) {
+        return type(ResolverRegistry).creationCode;
+    }
+
+    /// @dev Creation code of the escrow (a mutant test swaps in a broken one).
+    function _escrowCode() internal pure virtual returns (bytes memory) {
+        return type(Escrow).creationCode;
     }
 
     /// @dev The registry parameters of the test deployment.

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.30;
+
+import {Escrow} from "../../src/Escrow.sol";
+import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
+import {Deal} from "../../src/interfaces/IEscrow.sol";
+import {Evidence, RegistryParameters} from "../../src/interfaces/IResolverRegistry.sol";
+import {IResolverRegistry} from "../../src/interfaces/IResolverRegistry.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+
+// Deliberately broken contracts (test-only). test/invariant/Mutants.t.sol shows that each one
+// makes at least one invariant of test/invariant/EscrowInvariants.sol fail, so the invariants
+// can fail at all.
+
+/// @notice Mutant: `slashEquivocation` does not verify the evidence.
+contract NoEvidenceCheckRegistry is ResolverRegistry {
+    constructor(RegistryParameters memory p) ResolverRegistry(p) {}
+
+    function _verifyEvidence(Evidence calldata, bytes32) internal view override {}
+}
+
+/// @notice Mutant: no quorum threshold (any non-empty committee's certificate passes).
+contract NoThresholdRegistry is ResolverRegistry {
+    constructor(RegistryParameters memory p) ResolverRegistry(p) {}
+
+    function meetsThreshold(uint256, uint256 totalStake) public pure override returns (bool) {
+        return totalStake != 0;
+    }
+}
+
+/// @notice Mutant: bonds leave as soon as an exit is requested.
+contract NoUnbondingRegistry is ResolverRegistry {
+    constructor(RegistryParameters memory p) ResolverRegistry(p) {}
+
+    function _withdrawableAt(Resolver storage r) internal view override returns (uint256) {
+        return r.exitRequestedAt;
+    }
+}
+
+/// @notice Mutant: certificates count after the resolve deadline.
+contract NoDeadlineEscrow is Escrow {
+    constructor(IResolverRegistry registry_, address owner_) Escrow(registry_, owner_) {}
+
+    function _checkResolveDeadline(bytes32, Deal storage) internal view override {}
+}
+
+/// @notice Mutant: every credit is booked twice.
+contract DoubleCreditEscrow is Escrow {
+    constructor(IResolverRegistry registry_, address owner_) Escrow(registry_, owner_) {}
+
+    function _credit(address account, IERC20 token, uint256 amount) internal override {
+        super._credit(account, token, 2 * amount);
+    }
+}
