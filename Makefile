@@ -16,7 +16,7 @@ export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 DEVNET_ARGS ?=
 devnet: tools
 	cd contracts && forge build
-	cargo build --workspace --locked
+	cargo build --workspace --locked --features resolvd-node/devnet
 	"$${CARGO_TARGET_DIR:-target}/debug/resolvd" devnet $(DEVNET_ARGS)
 
 ## test: install what is missing, then every check and every test.
@@ -41,7 +41,9 @@ contracts-test:
 ## keys, flags and env vars, compose consistency, systemd-analyze verify).
 deploy-test:
 	cargo build --workspace --locked
-	deploy/validate.sh
+	cp "$${CARGO_TARGET_DIR:-target}/debug/resolvd" "$${CARGO_TARGET_DIR:-target}/debug/resolvd-operator"
+	cargo build --workspace --locked --features resolvd-node/devnet
+	RESOLVD_OPERATOR_BIN="$${CARGO_TARGET_DIR:-target}/debug/resolvd-operator" deploy/validate.sh
 
 ## fmt: format Rust and Solidity.
 fmt:

@@ -103,7 +103,20 @@ PY
 say "flags and environment variables used by the manifests, compose and systemd exist"
 say "compose file parses; services, dependencies and volumes are consistent"
 
-# 5. systemd unit (ExecStart pointed at the built binary, which must exist).
+# 5. The operator's build (no cargo features) has no fault injection and no devnet.
+if [ -n "${RESOLVD_OPERATOR_BIN:-}" ]; then
+  printf '[chain]\nescrow = "0x0000000000000000000000000000000000000001"\n[fault]\ncrash_after_persist = true\n' >"$tmp/fault.toml"
+  if out=$("$RESOLVD_OPERATOR_BIN" run --config "$tmp/fault.toml" --print-config 2>&1); then
+    echo "validate: the operator build accepted a [fault] section"; exit 1
+  fi
+  grep -q "built without fault injection" <<<"$out" || { echo "validate: unexpected error: $out"; exit 1; }
+  if "$RESOLVD_OPERATOR_BIN" devnet --help >/dev/null 2>&1; then
+    echo "validate: the operator build has a devnet command"; exit 1
+  fi
+  say "operator build refuses [fault] and has no devnet command"
+fi
+
+# 6. systemd unit (ExecStart pointed at the built binary, which must exist).
 if command -v systemd-analyze >/dev/null; then
   sed "s|/usr/local/bin/resolvd|$resolvd|" deploy/systemd/resolvd.service >"$tmp/resolvd.service"
   out=$(systemd-analyze verify "$tmp/resolvd.service" 2>&1 || true)

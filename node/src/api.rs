@@ -5,46 +5,99 @@
 //! | `GET /health` | `200 ok` while the event loop publishes status |
 //! | `GET /status` | peers (with gossip scores), chain head and cursor, epoch, disputes |
 //! | `GET /disputes/{dealId}` | one dispute's view (404 if unknown) |
-//! | `PUT /content/{hash}?type=<tag>` | stores the body only if it hashes to `hash` under `tag` (201; 400 otherwise) |
+//! | `PUT /content/{hash}?type=<tag>` | stores the body only if it hashes to `hash` under `tag` (201; 400 otherwise). Needs `Authorization: Bearer <api.content_token_file>` when a token is set, and is refused (403) on a non-loopback listener without one; at most `api.max_concurrent_puts` at once (503), body read with a 30 s timeout (408), refused past `api.content_quota_bytes` (507) |
 //! | `GET /content/{hash}` | the bytes (`x-resolvd-type-tag` header), 404 if absent |
 //! | `GET /metrics` | Prometheus / OpenMetrics text |
 
-use crate::{node::Shared, store::StoreError};
+use crate::{config::ApiConfig, node::Shared, store::StoreError};
 use alloy_primitives::B256;
 use axum::{
-    body::Bytes,
+    body::Body,
     extract::{DefaultBodyLimit, Path, Query, State},
-    http::{header, StatusCode},
+    http::{header, HeaderMap, StatusCode},
     response::{IntoResponse, Response},
     routing::get,
     Json, Router,
 };
-use std::{net::SocketAddr, sync::Arc};
+use std::{sync::Arc, time::Duration};
+use tokio::sync::Semaphore;
+
+/// Longest time a `PUT /content` body may take to arrive.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The write side's limits.
+#[derive(Debug)]
+pub struct Writes {
+    max_len: usize,
+    /// `None`: writes need no token (loopback listener only).
+    token: Option<String>,
+    /// Writes are refused outright (non-loopback listener, no token).
+    refused: bool,
+    permits: Semaphore,
+    quota: u64,
+}
+
+impl Writes {
+    /// The limits of `cfg` (reads the token file).
+    pub fn new(cfg: &ApiConfig) -> eyre::Result<Self> {
+        let token = match &cfg.content_token_file {
+            Some(path) => {
+                let t = std::fs::read_to_string(path)
+                    .map_err(|e| eyre::eyre!("api.content_token_file {}: {e}", path.display()))?;
+                let t = t.trim().to_owned();
+                eyre::ensure!(
+                    t.len() >= 16,
+                    "api.content_token_file: the token is too short (16+ chars)"
+                );
+                Some(t)
+            }
+            None => None,
+        };
+        Ok(Self {
+            max_len: cfg.max_content_len,
+            refused: token.is_none() && !cfg.listen.ip().is_loopback(),
+            token,
+            permits: Semaphore::new(cfg.max_concurrent_puts.max(1)),
+            quota: cfg.content_quota_bytes,
+        })
+    }
+}
+
+#[derive(Clone)]
+struct Api {
+    shared: Arc<Shared>,
+    writes: Arc<Writes>,
+}
 
 /// The router.
-pub fn router(shared: Arc<Shared>, max_content_len: usize) -> Router {
+pub fn router(shared: Arc<Shared>, writes: Writes) -> Router {
+    let max = writes.max_len;
     Router::new()
         .route("/health", get(|| async { "ok" }))
         .route("/status", get(status))
         .route("/disputes/{deal_id}", get(dispute))
         .route("/content/{hash}", get(get_content).put(put_content))
         .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(max_content_len))
-        .with_state(shared)
+        .layer(DefaultBodyLimit::max(max))
+        .with_state(Api { shared, writes: Arc::new(writes) })
 }
 
-/// Serves the API on `addr` until `shutdown`.
+/// Serves the API of `cfg` until `shutdown`.
 pub async fn serve(
     shared: Arc<Shared>,
-    addr: SocketAddr,
-    max_content_len: usize,
+    cfg: ApiConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> eyre::Result<()> {
+    let writes = Writes::new(&cfg)?;
+    if writes.refused {
+        tracing::warn!(target: "api", addr = %cfg.listen, "PUT /content disabled: a non-loopback listener needs api.content_token_file");
+    }
+    let addr = cfg.listen;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| eyre::eyre!("api.listen {addr}: {e}"))?;
     tracing::info!(target: "api", %addr, "HTTP API listening");
-    axum::serve(listener, router(shared, max_content_len)).with_graceful_shutdown(shutdown).await?;
+    axum::serve(listener, router(shared, writes)).with_graceful_shutdown(shutdown).await?;
     Ok(())
 }
 
@@ -52,7 +105,7 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
 }
 
-async fn status(State(s): State<Arc<Shared>>) -> Response {
+async fn status(State(Api { shared: s, .. }): State<Api>) -> Response {
     let status = s.status.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     Json(status).into_response()
 }
@@ -63,7 +116,10 @@ fn parse_hash(text: &str) -> Result<B256, Box<Response>> {
     })
 }
 
-async fn dispute(State(s): State<Arc<Shared>>, Path(deal_id): Path<String>) -> Response {
+async fn dispute(
+    State(Api { shared: s, .. }): State<Api>,
+    Path(deal_id): Path<String>,
+) -> Response {
     let deal_id = match parse_hash(&deal_id) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -82,14 +138,58 @@ struct TypeQuery {
 }
 
 async fn put_content(
-    State(s): State<Arc<Shared>>,
+    State(Api { shared: s, writes }): State<Api>,
     Path(hash): Path<String>,
     Query(q): Query<TypeQuery>,
-    body: Bytes,
+    headers: HeaderMap,
+    body: Body,
 ) -> Response {
     let hash = match parse_hash(&hash) {
         Ok(h) => h,
         Err(r) => return *r,
+    };
+    if writes.refused {
+        return error(
+            StatusCode::FORBIDDEN,
+            "PUT /content needs api.content_token_file on a non-loopback listener",
+        );
+    }
+    if let Some(token) = &writes.token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        // Constant-time: the comparison does not leak the token's prefix.
+        let ok = given.is_some_and(|g| {
+            g.len() == token.len()
+                && g.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        });
+        if !ok {
+            tracing::warn!(target: "api", %hash, "PUT /content without a valid token");
+            return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+        }
+    }
+    // The body is read only under a permit: memory is bounded by
+    // permits x max_content_len whatever the number of connections.
+    let Ok(_permit) = writes.permits.try_acquire() else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "too many uploads at once; retry");
+    };
+    match s.store.content_bytes() {
+        Ok(n) if n >= writes.quota => {
+            return error(
+                StatusCode::INSUFFICIENT_STORAGE,
+                format!("content store over its quota ({n} bytes)"),
+            );
+        }
+        Ok(_) => {}
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+    let body = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, writes.max_len))
+        .await
+    {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return error(StatusCode::PAYLOAD_TOO_LARGE, format!("body: {e}")),
+        Err(_) => return error(StatusCode::REQUEST_TIMEOUT, "body not received in time"),
     };
     let store = s.store.clone();
     let tag = q.type_tag.clone();
@@ -110,7 +210,10 @@ async fn put_content(
     }
 }
 
-async fn get_content(State(s): State<Arc<Shared>>, Path(hash): Path<String>) -> Response {
+async fn get_content(
+    State(Api { shared: s, .. }): State<Api>,
+    Path(hash): Path<String>,
+) -> Response {
     let hash = match parse_hash(&hash) {
         Ok(h) => h,
         Err(r) => return *r,
@@ -129,7 +232,7 @@ async fn get_content(State(s): State<Arc<Shared>>, Path(hash): Path<String>) -> 
     }
 }
 
-async fn metrics(State(s): State<Arc<Shared>>) -> Response {
+async fn metrics(State(Api { shared: s, .. }): State<Api>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
         s.metrics.render(),

@@ -8,13 +8,14 @@
 use crate::contracts::{
     deal_state, Deal, Evidence, IEscrow, IRegistry, VerdictCommitment as AbiCommitment, IERC20,
 };
+use crate::dispute::Confirmation;
 use alloy_network::{EthereumWallet, TransactionBuilder};
 use alloy_primitives::{Address, Bytes, B256, U256};
 use alloy_provider::{DynProvider, Provider, ProviderBuilder};
 use alloy_rpc_types_eth::{BlockId, Filter, TransactionRequest};
 use alloy_signer_local::PrivateKeySigner;
 use alloy_sol_types::{SolCall, SolEvent, SolInterface};
-use resolvd_consensus::{Committee, Member, PublicKey, QuorumCertificate};
+use resolvd_consensus::{Committee, Member, PublicKey, QuorumCertificate, Threshold};
 use resolvd_proto::{wire::DisputeAnnouncement, VerdictCommitment, VerdictDomain};
 use std::{path::Path, time::Duration};
 
@@ -22,6 +23,8 @@ use std::{path::Path, time::Duration};
 /// endpoint that stops answering fails (and is retried by its caller with
 /// backoff) instead of stalling the watcher or a submission forever.
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait for a sent transaction's receipt (the caller retries after it).
+pub const RECEIPT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Bound on opening the TCP connection to the RPC endpoint.
 pub const RPC_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -123,8 +126,7 @@ pub struct Chain {
     pub account: Option<Address>,
     /// Chain id.
     pub chain_id: u64,
-    /// One transaction in flight per account: the nonce is read from the
-    /// chain (`pending`) for every send, so sends must not overlap.
+    /// Serialises nonce reads and sends of the account (see [`Self::send`]).
     send_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
@@ -191,6 +193,56 @@ impl Chain {
         self.provider.get_block_number().await.map_err(rpc)
     }
 
+    /// The latest block's number and timestamp (the escrow's clock).
+    pub async fn head_and_time(&self) -> Result<(u64, u64), ChainError> {
+        let block = self
+            .provider
+            .get_block_by_number(alloy_rpc_types_eth::BlockNumberOrTag::Latest)
+            .await
+            .map_err(rpc)?
+            .ok_or_else(|| ChainError::Rpc("no latest block".into()))?;
+        Ok((block.header.number, block.header.timestamp))
+    }
+
+    /// The registry's current epoch at `block` (latest if `None`).
+    pub async fn current_epoch(&self, block: Option<u64>) -> Result<u64, ChainError> {
+        to_u64(self.view(self.registry, IRegistry::currentEpochCall {}, block).await?)
+    }
+
+    /// Whether a gossiped announcement is true at this node's confirmed head
+    /// (`confirmations` below its latest block): the deal is disputed with
+    /// exactly these fields, epoch and deadline. A deal that exists nowhere,
+    /// not even at the latest block, is [`Confirmation::NoSuchDeal`].
+    pub async fn confirm_announcement(
+        &self,
+        a: &DisputeAnnouncement,
+        confirmations: u64,
+    ) -> Result<Confirmation, ChainError> {
+        let head = self.head().await?;
+        if self.confirms(a, Some(head.saturating_sub(confirmations))).await? {
+            return Ok(Confirmation::Disputed);
+        }
+        if a.chain_id != self.chain_id || a.escrow != self.escrow {
+            return Ok(Confirmation::NotDisputed);
+        }
+        let latest = self.deal(a.deal_id, None).await?;
+        Ok(if latest.state == deal_state::NONE {
+            Confirmation::NoSuchDeal
+        } else {
+            Confirmation::NotDisputed
+        })
+    }
+
+    /// Whether `deal_id` is disputed at the latest block.
+    pub async fn still_disputed(&self, deal_id: B256) -> Result<Confirmation, ChainError> {
+        let d = self.deal(deal_id, None).await?;
+        Ok(if d.state == deal_state::DISPUTED {
+            Confirmation::Disputed
+        } else {
+            Confirmation::NotDisputed
+        })
+    }
+
     /// A view call at `block` (latest if `None`).
     pub async fn view<C: SolCall>(
         &self,
@@ -208,14 +260,27 @@ impl Chain {
         C::abi_decode_returns(&out).map_err(|e| ChainError::Unexpected(e.to_string()))
     }
 
-    /// Sends `call` to `to` from the node's account and waits for the receipt.
-    /// A revert (at estimation or on-chain) is [`ChainError::Reverted`].
+    /// Sends `call` to `to` from the node's account and waits (at most
+    /// [`RECEIPT_TIMEOUT`]) for the receipt. A revert (at estimation or
+    /// on-chain) is [`ChainError::Reverted`].
+    ///
+    /// The nonce is the account's `pending` transaction count, read for every
+    /// send under a lock that is released once the node accepted the
+    /// transaction (not across the receipt wait): a send that failed at the
+    /// RPC leaves no gap, and a slow receipt does not hold up other sends.
     pub async fn send<C: SolCall>(&self, to: Address, call: C) -> Result<TxOutcome, ChainError> {
         let from = self.account.ok_or(ChainError::NoAccount)?;
-        let _one_at_a_time = self.send_lock.lock().await;
         let tx =
             TransactionRequest::default().with_from(from).with_to(to).with_input(call.abi_encode());
-        let receipt = send_and_confirm(&self.provider, tx).await?;
+        let pending = {
+            let _one_at_a_time = self.send_lock.lock().await;
+            let nonce = self.provider.get_transaction_count(from).pending().await.map_err(rpc)?;
+            let tx = with_gas_headroom(&self.provider, tx.with_nonce(nonce)).await?;
+            let pending =
+                self.provider.send_transaction(tx.clone()).await.map_err(|e| revert_or_rpc(&e))?;
+            (pending, tx)
+        };
+        let receipt = confirm(&self.provider, pending.0, pending.1).await?;
         Ok(TxOutcome {
             tx_hash: receipt.transaction_hash,
             gas_used: receipt.gas_used,
@@ -322,19 +387,30 @@ impl Chain {
             && d.resolveDeadline == a.resolve_deadline)
     }
 
-    /// The committee of `epoch`, read from the registry.
-    pub async fn committee(&self, epoch: u64) -> Result<Committee, ChainError> {
+    /// The committee of `epoch`, read from the registry at `block` (latest if
+    /// `None`). An epoch that has not started at that block is an error: the
+    /// registry would describe a committee that does not exist yet (and may
+    /// never exist in that form), and a node must never cache one.
+    pub async fn committee(&self, epoch: u64, block: Option<u64>) -> Result<Committee, ChainError> {
         let r = self.registry;
-        let threshold = self.view(r, IRegistry::thresholdBpsCall {}, None).await?;
-        let count = to_u64(self.view(r, IRegistry::resolverCountCall {}, None).await?)?;
+        let current = self.current_epoch(block).await?;
+        if epoch == 0 || epoch > current {
+            return Err(ChainError::Unexpected(format!(
+                "epoch {epoch} does not exist at block {block:?} (current epoch {current})"
+            )));
+        }
+        let numerator = to_u64(self.view(r, IRegistry::thresholdNumeratorCall {}, block).await?)?;
+        let denominator =
+            to_u64(self.view(r, IRegistry::thresholdDenominatorCall {}, block).await?)?;
+        let count = to_u64(self.view(r, IRegistry::resolverCountCall {}, block).await?)?;
         let e = U256::from(epoch);
         let mut members = Vec::new();
         for index in 0..count {
             let i = U256::from(index);
-            if !self.view(r, IRegistry::isMemberCall { index: i, epoch: e }, None).await? {
+            if !self.view(r, IRegistry::isMemberCall { index: i, epoch: e }, block).await? {
                 continue;
             }
-            let info = self.view(r, IRegistry::resolverInfoCall { index: i }, None).await?;
+            let info = self.view(r, IRegistry::resolverInfoCall { index: i }, block).await?;
             let key = PublicKey::from_eip2537(&info.publicKey)
                 .map_err(|err| ChainError::Unexpected(format!("resolver {index} key: {err}")))?;
             members.push(Member {
@@ -345,9 +421,9 @@ impl Chain {
                 stake: U256::from(info.membership.stake),
             });
         }
-        let threshold = u16::try_from(to_u64(threshold)?)
-            .map_err(|_| ChainError::Unexpected("threshold".into()))?;
-        Committee::new(epoch, members, threshold)
+        let threshold = Threshold::new(numerator, denominator)
+            .map_err(|e| ChainError::Unexpected(format!("threshold: {e}")))?;
+        Committee::with_threshold(epoch, members, threshold)
             .map_err(|err| ChainError::Unexpected(format!("epoch {epoch} committee: {err}")))
     }
 
@@ -390,7 +466,15 @@ impl Chain {
         let index = to_u64(self.view(self.registry, IRegistry::resolverCountCall {}, None).await?)?;
         let call = IRegistry::registerCall {
             publicKey: Bytes::copy_from_slice(&key.to_eip2537()),
-            proofOfPossession: Bytes::copy_from_slice(&secret.prove_possession().to_eip2537()),
+            proofOfPossession: Bytes::copy_from_slice(
+                &secret
+                    .prove_possession_for(&resolvd_consensus::PossessionBinding {
+                        chain_id: self.chain_id,
+                        registry: self.registry,
+                        operator: self.account.ok_or(ChainError::NoAccount)?,
+                    })
+                    .to_eip2537(),
+            ),
             bond,
         };
         Ok((self.send(self.registry, call).await?, index))
@@ -420,7 +504,22 @@ pub async fn send_and_confirm(
 ) -> Result<alloy_rpc_types_eth::TransactionReceipt, ChainError> {
     let tx = with_gas_headroom(provider, tx).await?;
     let pending = provider.send_transaction(tx.clone()).await.map_err(|e| revert_or_rpc(&e))?;
-    let receipt = pending.get_receipt().await.map_err(rpc)?;
+    confirm(provider, pending, tx).await
+}
+
+/// Waits at most [`RECEIPT_TIMEOUT`] for `pending`'s receipt; a mined revert
+/// is [`ChainError::Reverted`] with its data.
+async fn confirm(
+    provider: &DynProvider,
+    pending: alloy_provider::PendingTransactionBuilder<alloy_network::Ethereum>,
+    tx: TransactionRequest,
+) -> Result<alloy_rpc_types_eth::TransactionReceipt, ChainError> {
+    let hash = *pending.tx_hash();
+    let receipt = pending
+        .with_timeout(Some(RECEIPT_TIMEOUT))
+        .get_receipt()
+        .await
+        .map_err(|e| ChainError::Rpc(format!("no receipt for {hash}: {e}")))?;
     if !receipt.status() {
         let data = mined_revert_data(provider, &receipt, tx).await;
         return Err(ChainError::Reverted {
@@ -489,6 +588,26 @@ pub fn is_already_resolved(data: &[u8]) -> bool {
         IEscrow::IEscrowErrors::abi_decode(data),
         Ok(IEscrow::IEscrowErrors::WrongState(e)) if e.actual == deal_state::RESOLVED
     )
+}
+
+/// Whether revert `data` says the escrow rejects a certificate for a reason
+/// that retrying the same certificate cannot change (a wrong signature or
+/// signer set, a committee that is not the deal's, fields that do not match,
+/// the deadline passed).
+pub fn is_certificate_rejection(data: &[u8]) -> bool {
+    use IEscrow::IEscrowErrors as E;
+    use IRegistry::IRegistryErrors as R;
+    matches!(E::abi_decode(data), Ok(E::TooLate(_) | E::CommitmentMismatch(_)))
+        || matches!(
+            R::abi_decode(data),
+            Ok(R::InvalidSignature(_)
+                | R::BelowThreshold(_)
+                | R::NotAMember(_)
+                | R::UnknownEpoch(_)
+                | R::StaleEpoch(_)
+                | R::IndicesNotAscending(_)
+                | R::EmptySignerSet(_))
+        )
 }
 
 /// Whether revert `data` says every signer was already slashed for the evidence.

@@ -75,12 +75,13 @@ async fn shutdown_signal() {
 
 /// `resolvd run`.
 pub(crate) async fn run(config: NodeConfig) -> eyre::Result<()> {
-    let api_listen = config.api.listen;
-    let max_content = config.api.max_content_len;
+    let api_config = config.api.clone();
+    // Fail before any work when the token file is unreadable.
+    api::Writes::new(&api_config)?;
     let (node, shared) = Node::start(config).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut api_stop = stop_rx.clone();
-    let api = tokio::spawn(api::serve(shared, api_listen, max_content, async move {
+    let api = tokio::spawn(api::serve(shared, api_config, async move {
         let _ = api_stop.wait_for(|s| *s).await;
     }));
     let mut node_stop = stop_rx;
@@ -142,7 +143,7 @@ pub(crate) async fn register(args: RegisterArgs) -> eyre::Result<()> {
 /// `resolvd content put|get`.
 pub(crate) async fn content(cmd: ContentCommand) -> eyre::Result<()> {
     match cmd {
-        ContentCommand::Put { api, type_tag, file } => {
+        ContentCommand::Put { api, type_tag, file, token_file } => {
             let bytes =
                 std::fs::read(&file).wrap_err_with(|| format!("reading {}", file.display()))?;
             let tag = resolvd_proto::hash::TYPE_TAGS
@@ -152,7 +153,13 @@ pub(crate) async fn content(cmd: ContentCommand) -> eyre::Result<()> {
                 .ok_or_else(|| eyre!("unknown type tag {type_tag:?}"))?;
             let hash = content_hash(tag, &bytes);
             let url = format!("{}/content/{hash}?type={tag}", api.trim_end_matches('/'));
-            let res = reqwest::Client::new().put(&url).body(bytes).send().await?;
+            let mut req = reqwest::Client::new().put(&url).body(bytes);
+            if let Some(path) = token_file {
+                let token = std::fs::read_to_string(&path)
+                    .wrap_err_with(|| format!("reading {}", path.display()))?;
+                req = req.bearer_auth(token.trim());
+            }
+            let res = req.send().await?;
             let status = res.status();
             let body = res.text().await.unwrap_or_default();
             ensure!(status.is_success(), "PUT {url}: {status}: {body}");
@@ -326,7 +333,7 @@ pub(crate) async fn slash(args: SlashArgs) -> eyre::Result<()> {
     let mut committees = BTreeMap::new();
     for epoch in [a.epoch, b.epoch] {
         if let std::collections::btree_map::Entry::Vacant(e) = committees.entry(epoch) {
-            e.insert(chain.committee(epoch).await?);
+            e.insert(chain.committee(epoch, None).await?);
         }
     }
     let checked = ConflictEvidence::verify(a, b, &committees, &chain.domain())?;

@@ -138,6 +138,15 @@ pub struct ApiConfig {
     pub listen: SocketAddr,
     /// Largest `PUT /content` body in bytes.
     pub max_content_len: usize,
+    /// File holding a bearer token that `PUT /content` must present. Without
+    /// one, `PUT /content` is accepted only when `listen` is a loopback address.
+    pub content_token_file: Option<PathBuf>,
+    /// `PUT /content` requests handled at once (each buffers up to
+    /// `max_content_len`); more are answered 503 without reading their body.
+    pub max_concurrent_puts: usize,
+    /// `PUT /content` is refused (507) once the content store holds about this
+    /// many bytes.
+    pub content_quota_bytes: u64,
 }
 
 impl Default for ApiConfig {
@@ -145,6 +154,9 @@ impl Default for ApiConfig {
         Self {
             listen: "127.0.0.1:9500".parse().expect("valid address"),
             max_content_len: resolvd_proto::codec::MAX_DOCUMENT_LEN,
+            content_token_file: None,
+            max_concurrent_puts: 2,
+            content_quota_bytes: 4 << 30,
         }
     }
 }
@@ -159,8 +171,11 @@ pub struct PipelineConfig {
     pub retry_ms: u64,
     /// Submitter slot length: the k-th submitter in a deal's order waits k slots, in ms.
     pub submit_slot_ms: u64,
-    /// Partials buffered for epochs whose committee is not loaded yet.
+    /// Partials held for disputes not yet confirmed here (all deals together).
     pub max_buffered_partials: usize,
+    /// Seconds a settled or expired dispute stays in memory (and in `/status`)
+    /// before it is evicted; the store keeps it.
+    pub retain_settled_secs: u64,
 }
 
 impl Default for PipelineConfig {
@@ -170,11 +185,13 @@ impl Default for PipelineConfig {
             retry_ms: 2_000,
             submit_slot_ms: 4_000,
             max_buffered_partials: 4_096,
+            retain_settled_secs: 600,
         }
     }
 }
 
-/// Fault injection (tests, chaos suite).
+/// Fault injection (tests, chaos suite). Only a build with the cargo feature
+/// `fault-injection` acts on it; any other build refuses a config that sets it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct FaultConfig {
@@ -221,6 +238,13 @@ impl NodeConfig {
             self.chain.account_keystore.is_some() == self.chain.account_password_file.is_some(),
             "chain.account_keystore and chain.account_password_file go together"
         );
+        if !cfg!(feature = "fault-injection") {
+            eyre::ensure!(
+                self.fault == FaultConfig::default(),
+                "this resolvd was built without fault injection: remove the [fault] section \
+                 (it exists for the test suite and the devnet only)"
+            );
+        }
         Ok(())
     }
 

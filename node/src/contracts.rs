@@ -130,6 +130,7 @@ alloy_sol_types::sol! {
         error WrongState(bytes32 dealId, uint8 expected, uint8 actual);
         error TooLate(bytes32 dealId, uint256 deadline);
         error TooEarly(bytes32 dealId, uint256 notBefore);
+        error CommitmentMismatch(bytes32 dealId, string field);
 
         function registry() external view returns (address);
         function domainSeparator() external view returns (bytes32);
@@ -140,6 +141,8 @@ alloy_sol_types::sol! {
         function challenge(bytes32 dealId) external;
         function resolve(VerdictCommitment calldata commitment, uint256[] calldata nonSigners, bytes calldata aggregateSignature) external;
         function setBackend(bytes32 backendId, bytes32 versionHash, bool allowed) external;
+        function claimable(address account, address token) external view returns (uint256);
+        function claim(address token, address to) external returns (uint256 amount);
     }
 
     /// The resolver registry (contracts/src/ResolverRegistry.sol).
@@ -150,12 +153,24 @@ alloy_sol_types::sol! {
         event Slashed(uint256 indexed resolver, bytes32 indexed dealId, address indexed whistleblower, uint256 reward, uint256 toSink);
 
         error NoEquivocator();
+        error InvalidSignature();
+        error BelowThreshold(uint256 signedStake, uint256 totalStake, uint256 numerator, uint256 denominator);
+        error StaleEpoch(uint256 epoch, uint256 endedAt, uint256 freshUntil);
+        error NotAMember(uint256 resolver, uint256 epoch);
+        error UnknownEpoch(uint256 epoch, uint256 current);
+        error IndicesNotAscending(uint256 position);
+        error EmptySignerSet();
         error KeyAlreadyRegistered(bytes32 keyHash);
         error OperatorAlreadyRegistered(address operator);
 
         function bondToken() external view returns (address);
         function minimumBond() external view returns (uint256);
         function thresholdBps() external view returns (uint256);
+        function thresholdNumerator() external view returns (uint256);
+        function thresholdDenominator() external view returns (uint256);
+        function activationDelay() external view returns (uint256);
+        function activate(uint256[] calldata indices) external returns (uint256 epoch);
+        function claimable(address account) external view returns (uint256);
         function resolverCount() external view returns (uint256);
         function currentEpoch() external view returns (uint256);
         function epochInfo(uint256 epoch) external view returns (bytes memory aggregateKey, uint256 totalStake, uint256 members, uint256 startedAt);
@@ -177,6 +192,8 @@ alloy_sol_types::sol! {
 
 /// `DealState` of the escrow.
 pub mod deal_state {
+    /// No such deal.
+    pub const NONE: u8 = 0;
     /// Funded, not delivered.
     pub const HELD: u8 = 1;
     /// Delivered, challengeable.

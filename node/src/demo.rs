@@ -79,6 +79,7 @@ fn settlement_name(code: u8) -> &'static str {
         2 => "refunded to buyer",
         3 => "reclaimed",
         4 => "timed out",
+        5 => "cancelled (committee below minimum stake)",
         _ => "none",
     }
 }

@@ -9,7 +9,7 @@
 use crate::{
     chain::Chain,
     config::{FaultConfig, NodeConfig},
-    contracts::{deal_state, Deal, IEscrow, Terms, IERC20},
+    contracts::{deal_state, Deal, IEscrow, IRegistry, Terms, IERC20},
     keys,
     keystore::Kdf,
 };
@@ -257,6 +257,31 @@ async fn create(
     Ok((address, receipt.block_number.unwrap_or_default()))
 }
 
+/// The registry's warm-up of new stake on the devnet: the deals' deliver +
+/// challenge windows (1 h each) must fit in it.
+pub const ACTIVATION_DELAY: u64 = 7_200;
+
+/// Moves anvil's clock past the warm-up and activates `indices` from `from`
+/// (activation is permissionless); returns the new epoch.
+pub async fn activate(
+    provider: &DynProvider,
+    from: Address,
+    registry: Address,
+    indices: &[u64],
+) -> eyre::Result<u64> {
+    let _: serde_json::Value =
+        provider.raw_request("evm_increaseTime".into(), (ACTIVATION_DELAY + 1,)).await?;
+    let _: String = provider.raw_request("evm_mine".into(), ()).await?;
+    let call =
+        IRegistry::activateCall { indices: indices.iter().map(|&i| U256::from(i)).collect() };
+    call_from(provider, from, registry, call).await?;
+    let tx = TransactionRequest::default()
+        .with_to(registry)
+        .with_input(IRegistry::currentEpochCall {}.abi_encode());
+    let epoch = IRegistry::currentEpochCall::abi_decode_returns(&provider.call(tx).await?)?;
+    Ok(u64::try_from(epoch)?)
+}
+
 /// Deploys token, registry and escrow from `deployer` and allows the replay backend.
 pub async fn deploy(
     provider: &DynProvider,
@@ -265,15 +290,19 @@ pub async fn deploy(
 ) -> eyre::Result<Deployment> {
     use alloy_sol_types::SolValue;
     let (token, _) = create(provider, deployer, artifacts.token.clone()).await?;
-    // bondToken, minimumBond, thresholdBps, maxResolveWindow, slashingWindow,
-    // unbondingDelay, whistleblowerBps, slashSink.
+    // RegistryParameters: bondToken, minimumBond, threshold 2/3, maxResolveWindow,
+    // slashingWindow, unbondingDelay, activationDelay (>= the deals' deliver +
+    // challenge windows), minimumCommitteeStake, whistleblowerBps, slashSink.
     let args = (
         token,
         U256::from(BOND),
-        U256::from(6_667u64),
+        U256::from(2u64),
+        U256::from(3u64),
         U256::from(3_600u64),
         U256::from(86_400u64),
         U256::from(2 * 86_400u64),
+        U256::from(ACTIVATION_DELAY),
+        U256::from(BOND),
         U256::from(1_000u64),
         SLASH_SINK,
     )
@@ -764,6 +793,10 @@ impl Devnet {
                 child: None,
             });
         }
+        // Every resolver joins the committee in one epoch, after the warm-up.
+        let all: Vec<u64> = (0..nodes.len() as u64).collect();
+        let epoch = activate(&provider, accounts[0], deployment.registry, &all).await?;
+        tracing::info!(target: "devnet", epoch, "resolvers activated");
         if let Some(hosts) = &options.hosts {
             ensure!(hosts.len() == nodes.len(), "one host name per node");
             for (i, node) in nodes.iter_mut().enumerate() {
@@ -1008,8 +1041,44 @@ impl Devnet {
     }
 
     /// Token balance.
+    /// Tokens `who` holds plus what the escrow owes it (settlements are pull
+    /// payments: credited, then claimed).
     pub async fn balance(&self, who: Address) -> eyre::Result<U256> {
-        self.view(self.deployment.token, IERC20::balanceOfCall { who }).await
+        let held = self.view(self.deployment.token, IERC20::balanceOfCall { who }).await?;
+        let token = self.deployment.token;
+        let owed = self
+            .view(self.deployment.escrow, IEscrow::claimableCall { account: who, token })
+            .await?;
+        Ok(held + owed)
+    }
+
+    /// Registers a new resolver with `secret` from a fresh funded account,
+    /// waits out the warm-up on anvil (time travel) and activates it.
+    /// Returns its registry index and the epoch it joined.
+    pub async fn register_and_activate(
+        &self,
+        secret: &resolvd_consensus::SecretKey,
+    ) -> eyre::Result<(u64, u64)> {
+        let account = PrivateKeySigner::random_with(&mut rand::rngs::OsRng);
+        let _: () = self
+            .provider
+            .raw_request(
+                "anvil_setBalance".into(),
+                (account.address(), U256::from(10u64).pow(U256::from(20u64))),
+            )
+            .await?;
+        call_from(
+            &self.provider,
+            self.accounts[0],
+            self.deployment.token,
+            IERC20::mintCall { to: account.address(), amount: U256::from(BOND) },
+        )
+        .await?;
+        let chain = Chain::connect(&self.rpc_url, self.deployment.escrow, Some(account)).await?;
+        let (_, index) = chain.register(secret, U256::from(BOND)).await?;
+        let epoch =
+            activate(&self.provider, self.accounts[0], self.deployment.registry, &[index]).await?;
+        Ok((index, epoch))
     }
 
     /// Receipts of every `resolve` transaction that succeeded for `deal_id`

@@ -101,12 +101,14 @@ pub fn read_secret(path: &Path) -> eyre::Result<SecretKey> {
 
 /// The public registration data of a key: compressed key, EIP-2537 key and
 /// proof of possession, as `ResolverRegistry.register` takes them.
+///
+/// The proof of possession is not part of it: it is bound to the chain id,
+/// the registry and the operator that registers (`resolvd register` makes it).
 pub fn registration(secret: &SecretKey) -> serde_json::Value {
     let pk = secret.public_key();
     json!({
         "publicKey": hex::encode_prefixed(pk.compress()),
         "publicKeyG1": hex::encode_prefixed(pk.to_eip2537()),
-        "proofOfPossession": hex::encode_prefixed(secret.prove_possession().to_eip2537()),
     })
 }
 
@@ -132,10 +134,7 @@ mod tests {
             &hex::decode(reg["publicKeyG1"].as_str().unwrap()).unwrap(),
         )
         .unwrap();
-        let pop = resolvd_consensus::Signature::from_eip2537(
-            &hex::decode(reg["proofOfPossession"].as_str().unwrap()).unwrap(),
-        )
-        .unwrap();
-        pk.verify_possession(&pop).unwrap();
+        assert_eq!(pk, sk.public_key());
+        assert!(reg.get("proofOfPossession").is_none(), "a PoP is bound at registration");
     }
 }

@@ -1,19 +1,27 @@
 //! resolvd-node: the `resolvd` binary's library. All IO of resolvd lives here:
 //! p2p (libp2p), chain (alloy), store (RocksDB), HTTP API (axum), CLI.
 //!
-//! - [`node`]: the daemon's event loop and dispute state machines;
+//! - [`dispute`]: the dispute state machines, pure protocol logic (no IO,
+//!   no clock): events in, typed actions out;
+//! - [`node`]: the daemon's IO shell: one event loop that routes swarm,
+//!   chain, replay and timer events into the engine and performs its actions;
+//! - [`content`]: content by hash over libp2p, with serving and connection limits;
 //! - [`chain`] and [`contracts`]: JSON-RPC access to the escrow and registry;
 //! - [`p2p`]: gossip and content exchange;
 //! - [`store`]: RocksDB (content, fsync'd slashing protection, disputes,
 //!   partials, certificates, cursor, evidence);
 //! - [`api`], [`metrics`], [`config`]; [`keys`] / [`keystore`] (EIP-2335);
-//!   [`inspect`]; [`devnet`] (local network orchestration for tests and demos).
+//!   [`inspect`]; `devnet` (local network orchestration for tests and demos,
+//!   cargo feature `devnet` only: not in an operator's build).
 
 pub mod api;
 pub mod chain;
 pub mod config;
+pub mod content;
 pub mod contracts;
+#[cfg(feature = "devnet")]
 pub mod devnet;
+pub mod dispute;
 pub mod inspect;
 pub mod keys;
 pub mod keystore;

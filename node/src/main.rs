@@ -16,6 +16,7 @@ use resolvd_node::{
 use std::{io::Read, net::SocketAddr, path::PathBuf};
 
 mod commands;
+#[cfg(feature = "devnet")]
 mod demo;
 
 #[derive(Debug, Parser)]
@@ -50,6 +51,8 @@ enum Command {
     Slash(SlashArgs),
     /// Run a local network (anvil, contracts, N registered resolvers) and a demo:
     /// an honest delivery, a false claim, a byzantine resolver slashed, a keyless verify.
+    /// (Built with the cargo feature `devnet` only.)
+    #[cfg(feature = "devnet")]
     Devnet(demo::DevnetArgs),
     /// Print a node's status (`GET /status`).
     Status {
@@ -195,6 +198,9 @@ pub(crate) enum ContentCommand {
         type_tag: String,
         /// File with the raw canonical bytes.
         file: PathBuf,
+        /// File holding the node's `api.content_token_file` token.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
     },
     /// Download content by hash (re-hashed locally before it is written).
     Get {
@@ -429,6 +435,7 @@ fn main() -> eyre::Result<()> {
         Command::Witness(args) => runtime()?.block_on(commands::witness(args))?,
         Command::Verify(args) => runtime()?.block_on(commands::verify(args))?,
         Command::Slash(args) => runtime()?.block_on(commands::slash(args))?,
+        #[cfg(feature = "devnet")]
         Command::Devnet(args) => {
             // The demo prints its own progress; library logs only from warn up.
             commands::init_logging(cli.log_format.unwrap_or(LogFormat::Human), "warn");

@@ -54,6 +54,14 @@ pub struct Metrics {
     pub peers: Gauge,
     /// Disputes not yet settled or expired.
     pub disputes_in_flight: Gauge,
+    /// Gossiped announcements not checked because too many checks were in flight.
+    pub dropped_announcements: Counter,
+    /// Store writes that failed (the node keeps running; see node/README.md).
+    pub store_errors: Counter,
+    /// Content requests from peers, by result (ok / not_found / busy).
+    pub content_served: Family<ResultLabel, Counter>,
+    /// Disputes held in memory (open and recently finished).
+    pub disputes_in_memory: Gauge,
     /// Seconds from the node learning of a dispute to holding its certificate.
     pub dispute_to_certificate: Histogram,
     /// Seconds from the node learning of a dispute to seeing it settled.
@@ -83,6 +91,10 @@ impl Default for Metrics {
             pending_partials: Gauge::default(),
             peers: Gauge::default(),
             disputes_in_flight: Gauge::default(),
+            dropped_announcements: Counter::default(),
+            store_errors: Counter::default(),
+            content_served: Family::default(),
+            disputes_in_memory: Gauge::default(),
             dispute_to_certificate: latency(),
             dispute_to_settlement: latency(),
         };
@@ -116,6 +128,22 @@ impl Default for Metrics {
         );
         registry.register("peers", "Connected peers", m.peers.clone());
         registry.register("disputes_in_flight", "Disputes in flight", m.disputes_in_flight.clone());
+        registry.register(
+            "dropped_announcements",
+            "Announcements not checked: too many checks in flight",
+            m.dropped_announcements.clone(),
+        );
+        registry.register("store_errors", "Failed store writes", m.store_errors.clone());
+        registry.register(
+            "content_served",
+            "Content requests from peers",
+            m.content_served.clone(),
+        );
+        registry.register(
+            "disputes_in_memory",
+            "Disputes held in memory",
+            m.disputes_in_memory.clone(),
+        );
         registry.register(
             "dispute_to_certificate_seconds",
             "Dispute seen to certificate held",

@@ -30,6 +30,9 @@ use resolvd_proto::{
 };
 use std::{io, time::Duration};
 
+/// Concurrent content streams (inbound + outbound) per connection.
+pub const CONTENT_STREAMS: usize = 8;
+
 /// The request-response protocol for content by hash.
 pub const CONTENT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/content/1");
 
@@ -58,6 +61,16 @@ impl Topic {
             Self::Certificates => "resolvd/v1/certificates",
             Self::Evidence => "resolvd/v1/evidence",
         })
+    }
+
+    /// A short name for metrics labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Disputes => "disputes",
+            Self::Verdicts => "verdicts",
+            Self::Certificates => "certificates",
+            Self::Evidence => "evidence",
+        }
     }
 
     /// The topic of a gossipsub topic hash, if it is one of ours.
@@ -328,7 +341,11 @@ pub fn build_swarm(
                 identify::Behaviour::new(identify::Config::new("/resolvd/1".into(), key.public()));
             let content = request_response::Behaviour::new(
                 [(CONTENT_PROTOCOL, ProtocolSupport::Full)],
-                request_response::Config::default().with_request_timeout(Duration::from_secs(30)),
+                // Few streams per connection: each inbound one may hold a
+                // 16 MiB document (the service also caps what it serves).
+                request_response::Config::default()
+                    .with_request_timeout(Duration::from_secs(30))
+                    .with_max_concurrent_streams(CONTENT_STREAMS),
             );
             Ok(Behaviour { gossipsub, identify, content })
         })

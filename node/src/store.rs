@@ -276,6 +276,33 @@ impl Store {
         key.extend_from_slice(&resolver.to_be_bytes());
         Ok(self.db.get_cf(self.cf("evidence"), key)?.is_some())
     }
+
+    /// Estimated bytes of live content (RocksDB's estimate for the column family).
+    pub fn content_bytes(&self) -> Result<u64, StoreError> {
+        Ok(self
+            .db
+            .property_int_value_cf(self.cf("content"), "rocksdb.estimate-live-data-size")?
+            .unwrap_or(0)
+            .saturating_add(
+                self.db
+                    .property_int_value_cf(self.cf("content"), "rocksdb.cur-size-all-mem-tables")?
+                    .unwrap_or(0),
+            ))
+    }
+
+    /// Every (deal, resolver) whose evidence was dealt with.
+    pub fn slashed_all(&self) -> Result<Vec<(B256, u32)>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.db.iterator_cf(self.cf("evidence"), rocksdb::IteratorMode::Start) {
+            let (key, _) = item?;
+            if key.len() != 36 {
+                return Err(StoreError::Corrupt { what: "slashing record" });
+            }
+            let resolver = u32::from_be_bytes(key[32..].try_into().expect("4 bytes"));
+            out.push((B256::from_slice(&key[..32]), resolver));
+        }
+        Ok(out)
+    }
 }
 
 impl ProtectionStore for &Store {

@@ -1,8 +1,10 @@
 //! Integration tests of resolvd-node.
 
+mod api;
 mod bench;
 mod chaos;
 mod cli;
 mod gas;
+mod hardening;
 mod network;
 mod p2p;

@@ -1,0 +1,1718 @@
+//! The dispute state machines: pure protocol logic, no tokio, no swarm, no RPC,
+//! no clock (time comes in as a parameter), no randomness (the batch seed
+//! comes in as a parameter).
+//!
+//! [`Engine`] holds every dispute this node knows and the shared protocol
+//! state around them (committees, certificate builders, the conflict
+//! detector, slash tasks). Its `on_*` handlers take events — a gossiped
+//! message, a confirmation from the node's own RPC, a replay result, a
+//! transaction result, a tick — change state and queue typed [`Action`]s,
+//! which the IO shell ([`crate::node`]) drains with [`Engine::poll_action`]
+//! and performs, feeding results back as events.
+//!
+//! Per dispute: `confirming` (the node's own RPC must agree the deal is
+//! disputed) → `fetching` (the shell gathers spec, delivery, anchor and
+//! witness from the store, else fetches them from peers) → `replaying` →
+//! `signed` (the shell signs through slashing protection and persists the
+//! partial before it is announced) → `certified` (batch-verified partials
+//! reached the threshold, or a verified certificate arrived) → `settled`.
+//! Operational errors go back to `fetching` with exponential backoff until the
+//! resolve deadline; they are never signed.
+//!
+//! Hostile input costs its sender, not the node: partials are only verified
+//! for disputes this node confirmed on chain and for their pinned epoch;
+//! committees are only loaded for epochs that exist at a confirmed block;
+//! a certificate is verified at most once per dispute unless the one held
+//! failed on chain; announcements of deals that do not exist are rejected.
+
+use crate::{
+    metrics::Metrics,
+    p2p::{Gossip, Topic},
+    store::DisputeStatus,
+};
+use alloy_primitives::{keccak256, Bytes, B256};
+use libp2p::{
+    gossipsub::{MessageAcceptance, MessageId},
+    PeerId,
+};
+use resolvd_consensus::{
+    Attestation, BuilderEvent, CertificateBuilder, Committee, ConflictDetector, ConflictEvidence,
+    PublicKey, Queued, QuorumCertificate, Signature,
+};
+use resolvd_proto::{
+    decode_committed,
+    wire::{DisputeAnnouncement, SignedVerdict, WireMessage},
+    DeliveryV1, ReexecRequestV1, ReexecVerdict, VerdictCommitment, VerdictDomain,
+    VerdictEnvelopeV1,
+};
+use serde::Serialize;
+use std::{
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+use tracing::{debug, error, info, warn};
+
+/// Partials queued within this window are verified in one batch.
+pub const BATCH_WINDOW: Duration = Duration::from_millis(5);
+/// Longest retry backoff of an operational error.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// First retry backoff of an operational error.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// Gossip copies of one announcement waiting for the same confirmation.
+const MAX_WAITING_ORIGINS: usize = 16;
+/// Seconds past `resolveDeadline` (chain time) after which a dispute is expired.
+const EXPIRY_GRACE_SECS: u64 = 60;
+
+/// Where a gossip message came from (to report its validation result).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// gossipsub message id.
+    pub id: MessageId,
+    /// The peer that propagated it.
+    pub peer: PeerId,
+}
+
+/// Tunables of the engine (from `[pipeline]`).
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Delay before re-checking content or retrying a transaction.
+    pub retry: Duration,
+    /// Submitter slot: the k-th submitter of a deal's order waits k slots.
+    pub submit_slot: Duration,
+    /// Partials held for disputes not confirmed yet (all deals together).
+    pub max_buffered_partials: usize,
+    /// How long such a partial is held before it is dropped.
+    pub buffer_ttl: Duration,
+    /// How often an own partial and a certificate of an open dispute are re-gossiped.
+    pub republish: Duration,
+    /// How long a settled or expired dispute stays in memory.
+    pub retain_settled: Duration,
+    /// Gossip announcements checked against the chain at once.
+    pub max_confirming: usize,
+    /// Oldest epoch (below the current one) whose committee evidence may name.
+    pub evidence_epochs: u64,
+    /// Whether this node sends transactions (has an account).
+    pub submits: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            retry: Duration::from_secs(2),
+            submit_slot: Duration::from_secs(4),
+            max_buffered_partials: 4_096,
+            buffer_ttl: Duration::from_secs(120),
+            republish: Duration::from_secs(4),
+            retain_settled: Duration::from_secs(600),
+            max_confirming: 32,
+            evidence_epochs: 1_024,
+            submits: true,
+        }
+    }
+}
+
+/// Where a dispute is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Waiting for content (or retrying after an operational error).
+    Fetching,
+    /// Replay queued or running.
+    Replaying,
+    /// This node signed; waiting for a certificate.
+    Signed,
+    /// Replayed, but this node is not a member of the dispute's epoch.
+    Observing,
+    /// Slashing protection refused a different commitment (never signed).
+    Refused,
+    /// A certificate is held; submission pending.
+    Certified,
+    /// Settled on chain.
+    Settled,
+    /// Past the resolve deadline unsettled.
+    Expired,
+}
+
+impl Phase {
+    /// Settled or expired: nothing more to do.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Settled | Self::Expired)
+    }
+}
+
+/// The API view of one dispute.
+#[derive(Clone, Debug, Serialize)]
+pub struct DisputeView {
+    /// Deal id.
+    pub deal_id: B256,
+    /// Phase.
+    pub phase: Phase,
+    /// Pinned committee epoch.
+    pub epoch: u64,
+    /// Unix deadline for `resolve`.
+    pub resolve_deadline: u64,
+    /// The commitment this node's replay produced.
+    pub commitment: Option<VerdictCommitment>,
+    /// Its EIP-712 digest.
+    pub digest: Option<B256>,
+    /// This node's partial signature (compressed G2, hex).
+    pub own_signature: Option<Bytes>,
+    /// Verified signers per digest.
+    pub signers: BTreeMap<B256, Vec<u32>>,
+    /// Non-signers of the certificate held, if any.
+    pub certificate_non_signers: Option<Vec<u32>>,
+    /// The certified outcome.
+    pub certified_outcome: Option<ReexecVerdict>,
+    /// This node's successful `resolve` transaction.
+    pub resolve_tx: Option<B256>,
+    /// Gas used by it.
+    pub resolve_gas: Option<u64>,
+    /// The `resolve` transaction that settled it (whoever sent it).
+    pub settled_by: Option<B256>,
+    /// Milliseconds from first seeing the dispute to holding a certificate.
+    pub certificate_ms: Option<u64>,
+    /// Milliseconds from first seeing the dispute to seeing it settled.
+    pub settlement_ms: Option<u64>,
+    /// The last operational error.
+    pub last_error: Option<String>,
+}
+
+/// Who asked for a confirmation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfirmSource {
+    /// A gossiped announcement: compared field by field at the node's confirmed head.
+    Gossip,
+    /// The node's own watcher saw the log: is the deal still disputed now?
+    Chain,
+}
+
+/// What the node's own RPC says of an announced dispute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Confirmation {
+    /// Disputed with exactly the announced fields.
+    Disputed,
+    /// The deal exists but is not (or not yet, or no longer) disputed as announced.
+    NotDisputed,
+    /// No such deal exists at all (only asked for gossip: the announcement is made up).
+    NoSuchDeal,
+}
+
+/// The result of a `resolve` submission.
+#[derive(Clone, Debug)]
+pub enum SubmitResult {
+    /// Mined and successful.
+    Sent {
+        /// Transaction hash.
+        tx: B256,
+        /// Gas used.
+        gas: u64,
+    },
+    /// The deal is no longer disputed (another node settled it).
+    AlreadyResolved,
+    /// The escrow rejects this certificate deterministically (a revert that
+    /// retrying cannot change): the certificate is dropped, a better one may
+    /// replace it.
+    Rejected(String),
+    /// A transient failure (RPC, timeout, nonce): retried with backoff.
+    Failed(String),
+}
+
+/// The result of a slashing transaction.
+#[derive(Clone, Debug)]
+pub enum SlashResult {
+    /// Slashed by this transaction, or already slashed (`None`).
+    Done(Option<B256>),
+    /// A transient failure: retried.
+    Failed(String),
+}
+
+/// What the store holds of a dispute's content.
+#[derive(Clone, Debug)]
+pub enum Gathered {
+    /// Everything: the replay request.
+    Ready(Box<ReexecRequestV1>),
+    /// These (hash, type tag) pairs are missing.
+    Missing(Vec<(B256, &'static str)>),
+}
+
+/// Collects the content of `info` through `lookup(hash, tag)`: spec,
+/// delivery, anchor, and the witness the delivery names.
+pub fn gather(
+    info: &DisputeAnnouncement,
+    mut lookup: impl FnMut(&B256, &'static str) -> Option<Vec<u8>>,
+) -> Gathered {
+    let mut missing = Vec::new();
+    let mut get = |hash: B256, tag: &'static str, missing: &mut Vec<_>| {
+        let found = lookup(&hash, tag);
+        if found.is_none() {
+            missing.push((hash, tag));
+        }
+        found
+    };
+    let spec = get(info.spec_hash, "spec", &mut missing);
+    let delivery = get(info.delivery_hash, "delivery", &mut missing);
+    let anchor = get(info.prestate_anchor_hash, "prestate-anchor", &mut missing);
+    let witness_hash = delivery
+        .as_ref()
+        .and_then(|bytes| decode_committed::<DeliveryV1>(bytes, &info.delivery_hash).ok())
+        .and_then(|d| d.witness_hash());
+    let witness = witness_hash.map(|w| get(w, "evm-witness", &mut missing));
+    if !missing.is_empty() {
+        return Gathered::Missing(missing);
+    }
+    let (Some(spec), Some(delivery), Some(anchor)) = (spec, delivery, anchor) else {
+        return Gathered::Missing(missing);
+    };
+    Gathered::Ready(Box::new(ReexecRequestV1 {
+        deal_id: info.deal_id,
+        spec: spec.into(),
+        spec_hash: info.spec_hash,
+        delivery: delivery.into(),
+        delivery_hash: info.delivery_hash,
+        prestate_anchor: anchor.into(),
+        prestate_anchor_hash: info.prestate_anchor_hash,
+        witness: witness.flatten().map(Into::into),
+    }))
+}
+
+/// Whether `c` commits to the deal fields `a` pins on chain (everything but
+/// the outcome, result and trace, which the replay decides).
+pub fn matches_deal(c: &VerdictCommitment, a: &DisputeAnnouncement) -> bool {
+    c.deal_id == a.deal_id
+        && c.spec_hash == a.spec_hash
+        && c.delivery_hash == a.delivery_hash
+        && c.prestate_anchor_hash == a.prestate_anchor_hash
+        && c.prestate_root == a.prestate_root
+        && c.backend_id == a.backend_id
+        && c.backend_version_hash == a.backend_version_hash
+}
+
+/// Whether two announcements describe the same dispute.
+fn same_dispute(a: &DisputeAnnouncement, b: &DisputeAnnouncement) -> bool {
+    a.deal_id == b.deal_id
+        && a.spec_hash == b.spec_hash
+        && a.delivery_hash == b.delivery_hash
+        && a.prestate_anchor_hash == b.prestate_anchor_hash
+        && a.prestate_root == b.prestate_root
+        && a.backend_id == b.backend_id
+        && a.backend_version_hash == b.backend_version_hash
+        && a.epoch == b.epoch
+        && a.resolve_deadline == b.resolve_deadline
+}
+
+/// The deterministic submitter order of `deal_id`: `members` sorted by
+/// `keccak256(dealId ‖ index)`. Returns `me`'s rank (`members.len()` if absent).
+/// Every node computes the same order from the committee alone, and the first
+/// submitter rotates from deal to deal.
+pub fn submit_rank(deal_id: &B256, members: &[u32], me: u32) -> usize {
+    let key = |i: &u32| {
+        let mut pre = deal_id.to_vec();
+        pre.extend_from_slice(&i.to_be_bytes());
+        keccak256(pre)
+    };
+    let mut order = members.to_vec();
+    order.sort_by_key(key);
+    order.into_iter().position(|i| i == me).unwrap_or(members.len())
+}
+
+/// A slashing the shell should send.
+#[derive(Clone, Debug)]
+pub struct SlashRequest {
+    /// The deal of the evidence.
+    pub deal_id: B256,
+    /// One side.
+    pub first: Attestation,
+    /// The other side.
+    pub second: Attestation,
+    /// Registry indices slashed by it.
+    pub resolvers: Vec<u32>,
+}
+
+/// What the shell must do.
+#[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum Action {
+    /// Ask the node's own RPC about an announced dispute, after `delay`;
+    /// answer with [`Engine::on_confirmed`].
+    Confirm {
+        /// The announcement.
+        announcement: Box<DisputeAnnouncement>,
+        /// Who asked.
+        source: ConfirmSource,
+        /// Wait this long first (a retry).
+        delay: Duration,
+    },
+    /// Load the committee of an epoch that exists at a confirmed block;
+    /// answer with [`Engine::on_committee`].
+    LoadCommittee(u64),
+    /// Read a dispute's content from the store; answer with [`Engine::on_gathered`].
+    Gather(Box<DisputeAnnouncement>),
+    /// Ask peers for content; a stored answer is reported with [`Engine::on_content_stored`].
+    Fetch {
+        /// Content hash.
+        hash: B256,
+        /// Its type tag.
+        tag: &'static str,
+    },
+    /// Replay on the pool; answer with [`Engine::on_replayed`].
+    Replay(Box<ReexecRequestV1>),
+    /// Sign through slashing protection and persist the partial, then report
+    /// it with [`Engine::on_signed`] (or [`Engine::on_sign_refused`]).
+    Sign {
+        /// The deal.
+        deal_id: B256,
+        /// What to sign.
+        commitment: VerdictCommitment,
+        /// The pinned epoch.
+        epoch: u64,
+        /// This node's index in it.
+        index: u32,
+    },
+    /// Gossip.
+    Publish(Gossip),
+    /// Report a gossiped message's validation result.
+    Report {
+        /// Where it came from.
+        origin: Origin,
+        /// Its topic.
+        topic: Topic,
+        /// The verdict on it.
+        acceptance: MessageAcceptance,
+    },
+    /// Send `resolve`; answer with [`Engine::on_submitted`].
+    Submit {
+        /// The deal.
+        deal_id: B256,
+        /// The certificate.
+        certificate: Box<QuorumCertificate>,
+    },
+    /// Send `slashEquivocation`; answer with [`Engine::on_slashed`].
+    Slash(Box<SlashRequest>),
+    /// Persist a dispute's status.
+    PersistDispute(Box<DisputeAnnouncement>, DisputeStatus),
+    /// Persist a verified partial of another signer.
+    PersistPartial(SignedVerdict),
+    /// Persist a certificate.
+    PersistCertificate(Box<QuorumCertificate>),
+    /// Persist a replayed envelope.
+    PersistEnvelope(Box<VerdictEnvelopeV1>),
+    /// Record that a resolver was slashed for a deal.
+    PersistSlashed {
+        /// The deal.
+        deal_id: B256,
+        /// The resolver.
+        resolver: u32,
+        /// The slashing transaction (zero if unknown).
+        tx: B256,
+    },
+    /// Write evidence as a file for operators and `resolvd slash`.
+    WriteEvidence(Box<ConflictEvidence>, Vec<u32>),
+}
+
+struct Dispute {
+    info: DisputeAnnouncement,
+    view: DisputeView,
+    seen: Instant,
+    next_attempt: Instant,
+    backoff: Duration,
+    gathering: bool,
+    own: Option<SignedVerdict>,
+    extra: Vec<SignedVerdict>,
+    certificate: Option<QuorumCertificate>,
+    /// Certificates the escrow rejected (by hash of their wire bytes).
+    rejected: HashSet<B256>,
+    submit_at: Option<Instant>,
+    submit_backoff: Duration,
+    submitting: bool,
+    last_publish: Instant,
+    finished_at: Option<Instant>,
+}
+
+impl Dispute {
+    fn new(info: DisputeAnnouncement, now: Instant) -> Self {
+        Self {
+            view: DisputeView {
+                deal_id: info.deal_id,
+                phase: Phase::Fetching,
+                epoch: info.epoch,
+                resolve_deadline: info.resolve_deadline,
+                commitment: None,
+                digest: None,
+                own_signature: None,
+                signers: BTreeMap::new(),
+                certificate_non_signers: None,
+                certified_outcome: None,
+                resolve_tx: None,
+                resolve_gas: None,
+                settled_by: None,
+                certificate_ms: None,
+                settlement_ms: None,
+                last_error: None,
+            },
+            info,
+            seen: now,
+            next_attempt: now,
+            backoff: FIRST_BACKOFF,
+            gathering: false,
+            own: None,
+            extra: Vec::new(),
+            certificate: None,
+            rejected: HashSet::new(),
+            submit_at: None,
+            submit_backoff: Duration::ZERO,
+            submitting: false,
+            last_publish: now,
+            finished_at: None,
+        }
+    }
+
+    fn operational(&mut self, reason: String, now: Instant) {
+        self.view.phase = Phase::Fetching;
+        self.view.last_error = Some(reason);
+        self.next_attempt = now + self.backoff;
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+
+    fn finish(&mut self, phase: Phase, now: Instant) {
+        self.view.phase = phase;
+        self.submit_at = None;
+        self.finished_at = Some(now);
+    }
+}
+
+struct Buffered {
+    partial: SignedVerdict,
+    origin: Option<Origin>,
+    until: Instant,
+}
+
+struct SlashTask {
+    request: SlashRequest,
+    at: Instant,
+    running: bool,
+}
+
+fn certificate_id(qc: &QuorumCertificate) -> B256 {
+    keccak256(qc.to_wire().encode_wire())
+}
+
+/// Every dispute this node knows, and the protocol state they share.
+pub struct Engine {
+    cfg: EngineConfig,
+    domain: VerdictDomain,
+    chain_id: u64,
+    escrow: alloy_primitives::Address,
+    me: Option<PublicKey>,
+    metrics: Arc<Metrics>,
+    /// Newest epoch known to exist at a confirmed block.
+    current_epoch: u64,
+    /// Latest chain head and its timestamp (chain time decides expiry).
+    head: u64,
+    chain_time: u64,
+    committees: BTreeMap<u64, Committee>,
+    loading: HashSet<u64>,
+    /// Committee loads that failed, and when to try again.
+    committee_retry: BTreeMap<u64, Instant>,
+    builders: BTreeMap<u64, CertificateBuilder>,
+    conflict: ConflictDetector,
+    disputes: HashMap<B256, Dispute>,
+    /// Deals settled or expired and evicted from memory.
+    finished: HashSet<B256>,
+    /// Partials for disputes not confirmed here yet (or whose committee is loading).
+    buffered: HashMap<B256, Vec<Buffered>>,
+    buffered_len: usize,
+    /// Queued partials waiting for the batch, with every origin that sent them.
+    deferred: HashMap<(B256, u32), (SignedVerdict, Vec<Origin>)>,
+    /// Gossip announcements waiting for their confirmation.
+    confirming: HashMap<B256, Vec<Origin>>,
+    /// Chain-seen disputes being confirmed.
+    chain_confirming: HashSet<B256>,
+    /// Announcements the chain refuted, and how.
+    refuted: HashMap<B256, Confirmation>,
+    /// Evidence already handled (hash of its wire bytes).
+    seen_evidence: HashSet<B256>,
+    /// (deal, resolver) pairs already slashed on chain.
+    slashed: HashSet<(B256, u32)>,
+    slashes: Vec<SlashTask>,
+    process_at: Option<Instant>,
+    actions: VecDeque<Action>,
+}
+
+impl Engine {
+    /// An engine for one escrow (`domain`), signing as `me` if set.
+    pub fn new(
+        cfg: EngineConfig,
+        domain: VerdictDomain,
+        me: Option<PublicKey>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            chain_id: domain.chain_id,
+            escrow: domain.verifying_contract,
+            conflict: ConflictDetector::new(domain.clone()),
+            cfg,
+            domain,
+            me,
+            metrics,
+            current_epoch: 0,
+            head: 0,
+            chain_time: 0,
+            committees: BTreeMap::new(),
+            loading: HashSet::new(),
+            committee_retry: BTreeMap::new(),
+            builders: BTreeMap::new(),
+            disputes: HashMap::new(),
+            finished: HashSet::new(),
+            buffered: HashMap::new(),
+            buffered_len: 0,
+            deferred: HashMap::new(),
+            confirming: HashMap::new(),
+            chain_confirming: HashSet::new(),
+            refuted: HashMap::new(),
+            seen_evidence: HashSet::new(),
+            slashed: HashSet::new(),
+            slashes: Vec::new(),
+            process_at: None,
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// The next action to perform.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When [`Self::on_batch`] is due.
+    pub fn batch_due(&self) -> Option<Instant> {
+        self.process_at
+    }
+
+    /// Newest epoch known to exist.
+    pub fn current_epoch(&self) -> u64 {
+        self.current_epoch
+    }
+
+    /// Latest head seen.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// This node's registry index in `epoch`, if it is a member.
+    pub fn my_index(&self, epoch: u64) -> Option<u32> {
+        self.committees.get(&epoch)?.index_of(self.me.as_ref()?)
+    }
+
+    /// Epochs whose committee is loaded.
+    pub fn loaded_epochs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.committees.keys().copied()
+    }
+
+    /// The views of the disputes in memory.
+    pub fn views(&self) -> impl Iterator<Item = &DisputeView> {
+        self.disputes.values().map(|d| &d.view)
+    }
+
+    /// One dispute's view.
+    pub fn view(&self, deal_id: &B256) -> Option<&DisputeView> {
+        self.disputes.get(deal_id).map(|d| &d.view)
+    }
+
+    /// Disputes held in memory (open and recently finished).
+    pub fn len(&self) -> usize {
+        self.disputes.len()
+    }
+
+    /// No dispute in memory.
+    pub fn is_empty(&self) -> bool {
+        self.disputes.is_empty()
+    }
+
+    /// Partials held for unconfirmed disputes.
+    pub fn buffered_partials(&self) -> usize {
+        self.buffered_len
+    }
+
+    /// Slash tasks not yet done.
+    pub fn pending_slashes(&self) -> usize {
+        self.slashes.len()
+    }
+
+    fn push(&mut self, action: Action) {
+        self.actions.push_back(action);
+    }
+
+    fn report(&mut self, origin: Origin, topic: Topic, acceptance: MessageAcceptance) {
+        self.push(Action::Report { origin, topic, acceptance });
+    }
+
+    // ------------------------------------------------------------ committees
+
+    /// The chain says `epoch` exists at a confirmed block (at start, or an
+    /// `EpochStarted` log): its committee may be loaded.
+    pub fn on_epoch(&mut self, epoch: u64) {
+        if epoch > self.current_epoch {
+            self.current_epoch = epoch;
+        }
+        self.load_committee(epoch);
+    }
+
+    fn load_committee(&mut self, epoch: u64) {
+        if epoch == 0
+            || epoch > self.current_epoch
+            || self.committees.contains_key(&epoch)
+            || !self.loading.insert(epoch)
+        {
+            return;
+        }
+        self.push(Action::LoadCommittee(epoch));
+    }
+
+    /// A committee load finished.
+    pub fn on_committee(&mut self, epoch: u64, result: Result<Committee, String>, now: Instant) {
+        self.loading.remove(&epoch);
+        match result {
+            Ok(committee) if committee.epoch() == epoch => {
+                info!(target: "chain", epoch, members = committee.len(), "committee loaded");
+                self.add_committee(committee, now);
+            }
+            Ok(committee) => {
+                error!(target: "chain", epoch, got = committee.epoch(), "committee of the wrong epoch");
+                self.committee_retry.insert(epoch, now + self.cfg.retry);
+            }
+            Err(error) => {
+                warn!(target: "chain", epoch, %error, "cannot load committee: retrying");
+                self.committee_retry.insert(epoch, now + self.cfg.retry);
+            }
+        }
+    }
+
+    /// Makes a committee known (a committee of an epoch that exists is final:
+    /// the first one loaded is kept).
+    pub fn add_committee(&mut self, committee: Committee, now: Instant) {
+        let epoch = committee.epoch();
+        if self.committees.contains_key(&epoch) {
+            return;
+        }
+        self.current_epoch = self.current_epoch.max(epoch);
+        self.conflict.add_committee(committee.clone());
+        self.builders
+            .insert(epoch, CertificateBuilder::new(committee.clone(), self.domain.clone()));
+        self.committees.insert(epoch, committee);
+        let waiting: Vec<B256> = self
+            .disputes
+            .values()
+            .filter(|d| d.info.epoch == epoch)
+            .map(|d| d.info.deal_id)
+            .collect();
+        for deal_id in waiting {
+            self.release_buffered(&deal_id, now);
+            self.advance(deal_id, now);
+        }
+    }
+
+    // ------------------------------------------------------------ restore
+
+    /// Re-opens a dispute the store holds (after a restart). Its epoch's
+    /// committee should be loaded first. Own partials are re-gossiped,
+    /// received partials re-enter the builder (and are verified there), and a
+    /// stored certificate is used only if it verifies against the committee.
+    pub fn restore(
+        &mut self,
+        info: DisputeAnnouncement,
+        status: DisputeStatus,
+        partials: Vec<SignedVerdict>,
+        certificate: Option<QuorumCertificate>,
+        now: Instant,
+    ) {
+        let deal_id = info.deal_id;
+        if status != DisputeStatus::Active {
+            // Finished before the restart: nothing to do, remember the id so
+            // late gossip for it costs nothing.
+            self.finished.insert(deal_id);
+            return;
+        }
+        if self.disputes.contains_key(&deal_id) {
+            return;
+        }
+        let mut d = Dispute::new(info, now);
+        let me = self.my_index(d.info.epoch);
+        for p in &partials {
+            if Some(p.signer_index) == me && d.own.is_none() && p.epoch == d.info.epoch {
+                d.view.commitment = Some(p.commitment);
+                d.view.digest = Some(p.commitment.eip712_digest(&self.domain));
+                d.view.own_signature = Some(Bytes::copy_from_slice(&p.signature));
+                d.view.phase = Phase::Signed;
+                d.own = Some(p.clone());
+                self.push(Action::Publish(Gossip::Verdict(p.clone())));
+            }
+        }
+        if let Some(qc) = certificate {
+            let valid = qc.epoch == d.info.epoch
+                && matches_deal(&qc.commitment, &d.info)
+                && self
+                    .committees
+                    .get(&qc.epoch)
+                    .is_some_and(|c| qc.verify(c, &self.domain).is_ok());
+            if valid {
+                d.view.phase = Phase::Certified;
+                d.submit_at = Some(now);
+                d.view.certificate_non_signers = Some(qc.non_signers.clone());
+                d.view.certified_outcome = Some(qc.commitment.outcome);
+                d.certificate = Some(qc);
+            } else {
+                warn!(target: "node", deal = %deal_id, "stored certificate does not verify against the committee: dropped");
+            }
+        }
+        let phase = d.view.phase;
+        self.disputes.insert(deal_id, d);
+        for p in partials {
+            self.queue_partial(p, None, now);
+        }
+        if phase == Phase::Fetching {
+            // Recorded but not worked on yet (e.g. a crash right after the
+            // log was seen): re-check the chain before doing any work.
+            info!(target: "node", deal = %deal_id, "restored dispute: re-checking its state");
+            let d = self.disputes.remove(&deal_id).expect("inserted above");
+            self.chain_confirming.insert(deal_id);
+            self.push(Action::Confirm {
+                announcement: Box::new(d.info),
+                source: ConfirmSource::Chain,
+                delay: Duration::ZERO,
+            });
+            return;
+        }
+        info!(target: "node", deal = %deal_id, ?phase, "restored dispute");
+    }
+
+    /// Evidence read back from a file after a restart.
+    pub fn restore_evidence(&mut self, first: Attestation, second: Attestation, now: Instant) {
+        match ConflictEvidence::verify(first, second, &self.committees, &self.domain) {
+            Ok(ev) => self.on_evidence(ev, true, now),
+            Err(error) => warn!(target: "slasher", %error, "invalid evidence file"),
+        }
+    }
+
+    // ------------------------------------------------------------ gossip
+
+    /// A decoded gossip message.
+    pub fn on_gossip(&mut self, origin: Origin, gossip: Gossip, now: Instant) {
+        match gossip {
+            Gossip::Dispute(a) => self.on_announcement(a, origin),
+            Gossip::Verdict(p) => self.queue_partial(p, Some(origin), now),
+            Gossip::Certificate(c) => {
+                let acceptance = match QuorumCertificate::from_wire(&c) {
+                    Err(e) => {
+                        warn!(target: "p2p", peer = %origin.peer, error = %e, "bad certificate encoding");
+                        MessageAcceptance::Reject
+                    }
+                    Ok(qc) => self.on_gossiped_certificate(qc, &origin, now),
+                };
+                self.report(origin, Topic::Certificates, acceptance);
+            }
+            Gossip::Evidence(e) => {
+                let acceptance = self.on_gossiped_evidence(&e, &origin, now);
+                self.report(origin, Topic::Evidence, acceptance);
+            }
+        }
+    }
+
+    fn on_gossiped_certificate(
+        &mut self,
+        qc: QuorumCertificate,
+        origin: &Origin,
+        now: Instant,
+    ) -> MessageAcceptance {
+        let deal_id = qc.commitment.deal_id;
+        let Some(d) = self.disputes.get(&deal_id) else {
+            // Not confirmed here (or long settled): no pairing for it. The
+            // sender republishes while the dispute is open.
+            return MessageAcceptance::Ignore;
+        };
+        if d.view.phase.is_final() {
+            return MessageAcceptance::Ignore;
+        }
+        if qc.epoch != d.info.epoch || !matches_deal(&qc.commitment, &d.info) {
+            warn!(target: "p2p", peer = %origin.peer, deal = %deal_id, "certificate does not match the confirmed deal");
+            return MessageAcceptance::Reject;
+        }
+        let id = certificate_id(&qc);
+        if d.rejected.contains(&id) {
+            return MessageAcceptance::Ignore;
+        }
+        if d.certificate.is_some() {
+            // One verified certificate per dispute is enough; copies and
+            // variants cost nothing (no pairing, no score).
+            return MessageAcceptance::Ignore;
+        }
+        let Some(committee) = self.committees.get(&qc.epoch) else {
+            return MessageAcceptance::Ignore;
+        };
+        match qc.verify(committee, &self.domain) {
+            Ok(_) => {
+                self.on_certificate(qc, false, now);
+                MessageAcceptance::Accept
+            }
+            Err(e) => {
+                warn!(target: "p2p", peer = %origin.peer, error = %e, "invalid certificate");
+                MessageAcceptance::Reject
+            }
+        }
+    }
+
+    fn on_gossiped_evidence(
+        &mut self,
+        e: &resolvd_proto::wire::ConflictEvidence,
+        origin: &Origin,
+        now: Instant,
+    ) -> MessageAcceptance {
+        let id = keccak256(e.encode_wire());
+        if self.seen_evidence.contains(&id) {
+            return MessageAcceptance::Ignore;
+        }
+        let parsed = Attestation::from_wire(&e.first)
+            .and_then(|a| Ok((a, Attestation::from_wire(&e.second)?)));
+        let (a, b) = match parsed {
+            Err(err) => {
+                warn!(target: "p2p", peer = %origin.peer, error = %err, "bad evidence encoding");
+                return MessageAcceptance::Reject;
+            }
+            Ok(pair) => pair,
+        };
+        let oldest = self.current_epoch.saturating_sub(self.cfg.evidence_epochs);
+        let mut missing = false;
+        for epoch in [a.epoch, b.epoch] {
+            if epoch == 0 || epoch > self.current_epoch || epoch < oldest {
+                // Names an epoch that does not exist (yet) here, or is out of range.
+                warn!(target: "p2p", peer = %origin.peer, epoch, current = self.current_epoch, "evidence names an epoch out of range");
+                return MessageAcceptance::Reject;
+            }
+            if !self.committees.contains_key(&epoch) {
+                self.load_committee(epoch);
+                missing = true;
+            }
+        }
+        if missing {
+            return MessageAcceptance::Ignore;
+        }
+        self.seen_evidence.insert(id);
+        match ConflictEvidence::verify(a, b, &self.committees, &self.domain) {
+            Ok(ev) => {
+                self.on_evidence(ev, false, now);
+                MessageAcceptance::Accept
+            }
+            Err(err) => {
+                warn!(target: "p2p", peer = %origin.peer, error = %err, "invalid evidence");
+                MessageAcceptance::Reject
+            }
+        }
+    }
+
+    fn on_announcement(&mut self, a: DisputeAnnouncement, origin: Origin) {
+        if a.chain_id != self.chain_id || a.escrow != self.escrow {
+            self.report(origin, Topic::Disputes, MessageAcceptance::Ignore);
+            return;
+        }
+        if let Some(d) = self.disputes.get(&a.deal_id) {
+            let acceptance = if same_dispute(&d.info, &a) {
+                MessageAcceptance::Ignore
+            } else {
+                warn!(target: "p2p", peer = %origin.peer, deal = %a.deal_id, "announcement contradicts the confirmed dispute");
+                MessageAcceptance::Reject
+            };
+            self.report(origin, Topic::Disputes, acceptance);
+            return;
+        }
+        if self.finished.contains(&a.deal_id) {
+            self.report(origin, Topic::Disputes, MessageAcceptance::Ignore);
+            return;
+        }
+        match self.refuted.get(&a.deal_id) {
+            Some(Confirmation::NoSuchDeal) => {
+                self.report(origin, Topic::Disputes, MessageAcceptance::Reject);
+                return;
+            }
+            Some(_) => {
+                self.report(origin, Topic::Disputes, MessageAcceptance::Ignore);
+                return;
+            }
+            None => {}
+        }
+        if let Some(waiting) = self.confirming.get_mut(&a.deal_id) {
+            if waiting.len() < MAX_WAITING_ORIGINS {
+                waiting.push(origin);
+            } else {
+                self.report(origin, Topic::Disputes, MessageAcceptance::Ignore);
+            }
+            return;
+        }
+        if self.confirming.len() >= self.cfg.max_confirming {
+            // The watcher finds every real dispute anyway: gossip only makes
+            // it faster, so under load it is not worth an RPC call.
+            self.metrics.dropped_announcements.inc();
+            self.report(origin, Topic::Disputes, MessageAcceptance::Ignore);
+            return;
+        }
+        self.confirming.insert(a.deal_id, vec![origin]);
+        self.push(Action::Confirm {
+            announcement: Box::new(a),
+            source: ConfirmSource::Gossip,
+            delay: Duration::ZERO,
+        });
+    }
+
+    /// The node's own RPC answered a confirmation.
+    pub fn on_confirmed(
+        &mut self,
+        a: DisputeAnnouncement,
+        source: ConfirmSource,
+        result: Result<Confirmation, String>,
+        now: Instant,
+    ) {
+        let deal_id = a.deal_id;
+        if source == ConfirmSource::Chain {
+            self.chain_confirming.remove(&deal_id);
+        }
+        // Gossip copies waiting for a verdict: answered by a chain
+        // confirmation too, or by their own.
+        let waiting = if source == ConfirmSource::Chain && result != Ok(Confirmation::Disputed) {
+            Vec::new()
+        } else {
+            self.confirming.remove(&deal_id).unwrap_or_default()
+        };
+        let acceptance = match result {
+            Ok(Confirmation::Disputed) => {
+                self.refuted.remove(&deal_id);
+                self.start_dispute(a, now);
+                MessageAcceptance::Accept
+            }
+            Ok(_) if source == ConfirmSource::Chain => {
+                // Seen disputed in a confirmed log but no longer disputed:
+                // settled while this node was away. Recorded, never worked on.
+                if let Some(d) = self.disputes.get(&deal_id) {
+                    if !d.view.phase.is_final() {
+                        self.settle(deal_id, None, now);
+                    }
+                } else {
+                    info!(target: "chain", deal = %deal_id, "dispute already settled: nothing to do");
+                    self.push(Action::PersistDispute(Box::new(a.clone()), DisputeStatus::Settled));
+                    // Shown (settled) until evicted like any finished dispute.
+                    let mut d = Dispute::new(a, now);
+                    d.finish(Phase::Settled, now);
+                    self.disputes.insert(deal_id, d);
+                    self.drop_buffered(&deal_id);
+                }
+                MessageAcceptance::Accept
+            }
+            Ok(c) => {
+                debug!(target: "chain", deal = %deal_id, ?c, "announcement not confirmed by own RPC");
+                if self.refuted.len() >= 16_384 {
+                    self.refuted.clear();
+                }
+                self.refuted.insert(deal_id, c);
+                if c == Confirmation::NoSuchDeal {
+                    self.drop_buffered(&deal_id);
+                    MessageAcceptance::Reject
+                } else {
+                    MessageAcceptance::Ignore
+                }
+            }
+            Err(e) => {
+                warn!(target: "chain", deal = %deal_id, error = %e, "cannot check the dispute; retrying");
+                if source == ConfirmSource::Chain {
+                    // Not dropped: a chain event is re-checked until the RPC answers.
+                    self.chain_confirming.insert(deal_id);
+                    self.push(Action::Confirm {
+                        announcement: Box::new(a),
+                        source,
+                        delay: self.cfg.retry,
+                    });
+                }
+                MessageAcceptance::Ignore
+            }
+        };
+        for origin in waiting {
+            self.report(origin, Topic::Disputes, acceptance);
+        }
+    }
+
+    fn start_dispute(&mut self, info: DisputeAnnouncement, now: Instant) {
+        if self.disputes.contains_key(&info.deal_id) || self.finished.contains(&info.deal_id) {
+            return;
+        }
+        let deal_id = info.deal_id;
+        info!(target: "node", deal = %deal_id, epoch = info.epoch, deadline = info.resolve_deadline, "dispute confirmed");
+        self.push(Action::PersistDispute(Box::new(info.clone()), DisputeStatus::Active));
+        // The epoch comes from the chain, at a confirmed block: it exists.
+        if info.epoch > self.current_epoch {
+            self.current_epoch = info.epoch;
+        }
+        self.load_committee(info.epoch);
+        self.push(Action::Publish(Gossip::Dispute(info.clone())));
+        self.disputes.insert(deal_id, Dispute::new(info, now));
+        self.release_buffered(&deal_id, now);
+        self.advance(deal_id, now);
+    }
+
+    // ------------------------------------------------------------ content and replay
+
+    /// Content was added to the store (from a peer, the chain or the API):
+    /// fetching disputes look again.
+    pub fn on_content_stored(&mut self, now: Instant) {
+        let ids: Vec<B256> = self
+            .disputes
+            .iter_mut()
+            .filter(|(_, d)| d.view.phase == Phase::Fetching)
+            .map(|(id, d)| {
+                d.next_attempt = now;
+                *id
+            })
+            .collect();
+        for id in ids {
+            self.advance(id, now);
+        }
+    }
+
+    fn advance(&mut self, deal_id: B256, now: Instant) {
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        if d.view.phase != Phase::Fetching || d.gathering || now < d.next_attempt {
+            return;
+        }
+        if !self.committees.contains_key(&d.info.epoch) {
+            return;
+        }
+        d.gathering = true;
+        let info = Box::new(d.info.clone());
+        self.push(Action::Gather(info));
+    }
+
+    /// The store's answer to [`Action::Gather`].
+    pub fn on_gathered(&mut self, deal_id: B256, gathered: Gathered, now: Instant) {
+        let retry = self.cfg.retry;
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        d.gathering = false;
+        if d.view.phase != Phase::Fetching {
+            return;
+        }
+        match gathered {
+            Gathered::Missing(missing) => {
+                d.next_attempt = now + retry;
+                for (hash, tag) in missing {
+                    self.push(Action::Fetch { hash, tag });
+                }
+            }
+            Gathered::Ready(request) => {
+                d.view.phase = Phase::Replaying;
+                self.push(Action::Replay(request));
+            }
+        }
+    }
+
+    /// A replay finished: a verdict envelope or an operational error.
+    pub fn on_replayed(
+        &mut self,
+        deal_id: B256,
+        result: Result<VerdictEnvelopeV1, String>,
+        now: Instant,
+    ) {
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        if d.view.phase != Phase::Replaying {
+            return;
+        }
+        let envelope = match result {
+            Ok(e) => e,
+            Err(reason) => {
+                Metrics::count(&self.metrics.replays, "operational");
+                warn!(target: "pipeline", deal = %deal_id, %reason, retry_in = ?d.backoff, "operational error: not signing, will retry");
+                d.operational(reason, now);
+                return;
+            }
+        };
+        let commitment = envelope.commitment();
+        if !matches_deal(&commitment, &d.info) {
+            Metrics::count(&self.metrics.replays, "operational");
+            let reason =
+                "the replayed commitment does not match the deal's on-chain fields".to_owned();
+            warn!(target: "pipeline", deal = %deal_id, %reason, "operational error: not signing");
+            d.operational(reason, now);
+            return;
+        }
+        Metrics::count(
+            &self.metrics.replays,
+            match commitment.outcome {
+                ReexecVerdict::Reproduced => "reproduced",
+                ReexecVerdict::Failed => "failed",
+            },
+        );
+        let digest = commitment.eip712_digest(&self.domain);
+        d.view.commitment = Some(commitment);
+        d.view.digest = Some(digest);
+        d.view.last_error = None;
+        d.backoff = FIRST_BACKOFF;
+        info!(target: "pipeline", deal = %deal_id, outcome = ?commitment.outcome, %digest, "replayed");
+        if let Some(qc) = &d.certificate {
+            if qc.commitment != commitment {
+                error!(target: "pipeline", deal = %deal_id, certified = ?qc.commitment.outcome, replayed = ?commitment.outcome, "ALARM: a certificate certifies a commitment this node's replay does not reproduce");
+            }
+        }
+        let epoch = d.info.epoch;
+        let has_certificate = d.certificate.is_some();
+        self.push(Action::PersistEnvelope(Box::new(envelope)));
+        match self.my_index(epoch) {
+            Some(index) => self.push(Action::Sign { deal_id, commitment, epoch, index }),
+            None => {
+                if let Some(d) = self.disputes.get_mut(&deal_id) {
+                    d.view.phase =
+                        if has_certificate { Phase::Certified } else { Phase::Observing };
+                }
+            }
+        }
+    }
+
+    /// The shell signed (and persisted) this node's partial.
+    pub fn on_signed(&mut self, partial: SignedVerdict, now: Instant) {
+        let deal_id = partial.commitment.deal_id;
+        self.metrics.signatures.inc();
+        info!(target: "pipeline", deal = %deal_id, signer = partial.signer_index, "signed");
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        if d.own.is_none() {
+            d.view.own_signature = Some(Bytes::copy_from_slice(&partial.signature));
+            d.own = Some(partial.clone());
+        } else if d.own.as_ref() != Some(&partial) {
+            // Only fault injection produces a second signature.
+            d.extra.push(partial.clone());
+        }
+        if d.view.phase == Phase::Replaying {
+            d.view.phase = if d.certificate.is_some() { Phase::Certified } else { Phase::Signed };
+        }
+        d.last_publish = now;
+        self.push(Action::Publish(Gossip::Verdict(partial.clone())));
+        self.queue_partial(partial, None, now);
+    }
+
+    /// Slashing protection refused to sign (a different commitment was signed
+    /// for this deal before). Never retried.
+    pub fn on_sign_refused(&mut self, deal_id: B256, reason: String) {
+        self.metrics.protection_refusals.inc();
+        error!(target: "pipeline", deal = %deal_id, error = %reason, "slashing protection refused to sign");
+        if let Some(d) = self.disputes.get_mut(&deal_id) {
+            d.view.phase = Phase::Refused;
+            d.view.last_error = Some(reason);
+        }
+    }
+
+    // ------------------------------------------------------------ partials and certificates
+
+    fn drop_buffered(&mut self, deal_id: &B256) {
+        for b in self.buffered.remove(deal_id).unwrap_or_default() {
+            self.buffered_len -= 1;
+            if let Some(origin) = b.origin {
+                self.report(origin, Topic::Verdicts, MessageAcceptance::Ignore);
+            }
+        }
+    }
+
+    fn release_buffered(&mut self, deal_id: &B256, now: Instant) {
+        for b in self.buffered.remove(deal_id).unwrap_or_default() {
+            self.buffered_len -= 1;
+            self.queue_partial(b.partial, b.origin, now);
+        }
+    }
+
+    /// Cheap checks now; the signature is verified in the next batch. A
+    /// gossiped partial's validation result is reported after the batch.
+    fn queue_partial(&mut self, p: SignedVerdict, origin: Option<Origin>, now: Instant) {
+        let deal_id = p.commitment.deal_id;
+        let reject = |this: &mut Self, origin: Option<Origin>, why: &str| {
+            if let Some(origin) = origin {
+                warn!(target: "p2p", peer = %origin.peer, deal = %deal_id, epoch = p.epoch, why, "rejecting partial");
+                this.report(origin, Topic::Verdicts, MessageAcceptance::Reject);
+            }
+        };
+        if p.epoch == 0 {
+            return reject(self, origin, "epoch 0 has no committee");
+        }
+        let known = self
+            .disputes
+            .get(&deal_id)
+            .map(|d| (d.info.epoch, d.view.phase.is_final(), matches_deal(&p.commitment, &d.info)));
+        match known {
+            None if self.finished.contains(&deal_id) => {
+                if let Some(origin) = origin {
+                    self.report(origin, Topic::Verdicts, MessageAcceptance::Ignore);
+                }
+                return;
+            }
+            None => return self.buffer(p, origin, now),
+            Some((epoch, _, _)) if epoch != p.epoch => {
+                return reject(self, origin, "not the dispute's pinned epoch");
+            }
+            Some((_, _, false)) => return reject(self, origin, "does not match the deal's fields"),
+            Some((_, true, _)) => {
+                if let Some(origin) = origin {
+                    self.report(origin, Topic::Verdicts, MessageAcceptance::Ignore);
+                }
+                return;
+            }
+            Some(_) => {}
+        }
+        let Some(builder) = self.builders.get_mut(&p.epoch) else {
+            // The dispute's committee is still loading.
+            return self.buffer(p, origin, now);
+        };
+        match builder.on_partial(&p) {
+            Ok(Queued::New) => {
+                self.process_at.get_or_insert(now + BATCH_WINDOW);
+                let key = (p.commitment.eip712_digest(&self.domain), p.signer_index);
+                let entry = self.deferred.entry(key).or_insert_with(|| (p, Vec::new()));
+                entry.1.extend(origin);
+            }
+            Ok(Queued::Duplicate) => {
+                let key = (p.commitment.eip712_digest(&self.domain), p.signer_index);
+                match (origin, self.deferred.get_mut(&key)) {
+                    (Some(o), Some(entry)) => entry.1.push(o),
+                    (Some(o), None) => self.report(o, Topic::Verdicts, MessageAcceptance::Ignore),
+                    (None, _) => {}
+                }
+            }
+            Err(e) => reject(self, origin, &e.to_string()),
+        }
+    }
+
+    fn buffer(&mut self, p: SignedVerdict, origin: Option<Origin>, now: Instant) {
+        if self.buffered_len >= self.cfg.max_buffered_partials {
+            self.metrics.dropped_partials.inc();
+            if let Some(origin) = origin {
+                self.report(origin, Topic::Verdicts, MessageAcceptance::Ignore);
+            }
+            return;
+        }
+        self.buffered_len += 1;
+        self.buffered.entry(p.commitment.deal_id).or_default().push(Buffered {
+            partial: p,
+            origin,
+            until: now + self.cfg.buffer_ttl,
+        });
+    }
+
+    /// Verifies the queued partials (one batch; `seed` feeds the random
+    /// scalars of the multi-digest check: pass fresh OS randomness).
+    pub fn on_batch(&mut self, seed: &[u8; 32], now: Instant) {
+        self.process_at = None;
+        let mut events = Vec::new();
+        let mut pending = 0;
+        for builder in self.builders.values_mut() {
+            if builder.pending() > 0 {
+                events.extend(builder.process(seed));
+            }
+            pending += builder.pending();
+        }
+        self.metrics.pending_partials.set(pending as i64);
+        for event in events {
+            match event {
+                BuilderEvent::Verified { signer, digest } => {
+                    let Some((p, origins)) = self.deferred.remove(&(digest, signer)) else {
+                        continue;
+                    };
+                    for origin in origins {
+                        self.report(origin, Topic::Verdicts, MessageAcceptance::Accept);
+                    }
+                    if let Some(d) = self.disputes.get_mut(&p.commitment.deal_id) {
+                        let list = d.view.signers.entry(digest).or_default();
+                        if !list.contains(&signer) {
+                            list.push(signer);
+                            list.sort_unstable();
+                        }
+                        if d.own.as_ref().is_none_or(|o| o.signer_index != signer) {
+                            self.actions.push_back(Action::PersistPartial(p.clone()));
+                        }
+                    }
+                    if let Ok(sig) = Signature::from_compressed(&p.signature) {
+                        self.check_conflict(Attestation::single(&p, sig), now);
+                    }
+                }
+                BuilderEvent::Invalid { signer, digest } => {
+                    if let Some((_, origins)) = self.deferred.remove(&(digest, signer)) {
+                        for origin in origins {
+                            warn!(target: "p2p", peer = %origin.peer, signer, "rejecting partial with an invalid signature");
+                            self.report(origin, Topic::Verdicts, MessageAcceptance::Reject);
+                        }
+                    }
+                }
+                BuilderEvent::Certificate(qc) => self.on_certificate(*qc, true, now),
+            }
+        }
+    }
+
+    fn check_conflict(&mut self, attestation: Attestation, now: Instant) {
+        match self.conflict.on_attestation(attestation) {
+            Ok(found) => {
+                for ev in found {
+                    self.on_evidence(ev, true, now);
+                }
+            }
+            Err(e) => debug!(target: "slasher", error = %e, "attestation not usable as evidence"),
+        }
+    }
+
+    fn on_certificate(&mut self, qc: QuorumCertificate, built_here: bool, now: Instant) {
+        let deal_id = qc.commitment.deal_id;
+        if let Some(committee) = self.committees.get(&qc.epoch) {
+            if let Ok(a) = qc.attestation(committee) {
+                self.check_conflict(a, now);
+            }
+        }
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        if d.certificate.is_some() || d.view.phase.is_final() {
+            return;
+        }
+        if qc.epoch != d.info.epoch || !matches_deal(&qc.commitment, &d.info) {
+            warn!(target: "pipeline", deal = %deal_id, "certificate does not match the deal: ignored");
+            return;
+        }
+        if d.rejected.contains(&certificate_id(&qc)) {
+            return;
+        }
+        self.actions.push_back(Action::PersistCertificate(Box::new(qc.clone())));
+        let elapsed = now.saturating_duration_since(d.seen);
+        self.metrics.certificates.inc();
+        self.metrics.dispute_to_certificate.observe(elapsed.as_secs_f64());
+        d.view.certificate_ms = Some(elapsed.as_millis() as u64);
+        d.view.certificate_non_signers = Some(qc.non_signers.clone());
+        d.view.certified_outcome = Some(qc.commitment.outcome);
+        // A node still fetching or replaying finishes its own replay and
+        // signs (more signers, and a check of the certificate against its
+        // own result); otherwise it now waits for settlement.
+        if matches!(d.view.phase, Phase::Signed | Phase::Observing) {
+            d.view.phase = Phase::Certified;
+        }
+        // The order is over the whole committee, not this node's certificate's
+        // signers: nodes holding different certificates still agree on it.
+        let committee = self.committees.get(&qc.epoch);
+        let members: Vec<u32> =
+            committee.map(|c| c.members().iter().map(|m| m.index).collect()).unwrap_or_default();
+        let me = self.me.as_ref().and_then(|k| committee?.index_of(k));
+        let rank = me.map_or(members.len(), |me| submit_rank(&deal_id, &members, me));
+        d.submit_at = Some(now + self.cfg.submit_slot * rank as u32);
+        d.submit_backoff = self.cfg.retry;
+        info!(target: "pipeline", deal = %deal_id, outcome = ?qc.commitment.outcome, non_signers = ?qc.non_signers, built_here, rank, "certificate");
+        d.certificate = Some(qc.clone());
+        d.last_publish = now;
+        self.actions.push_back(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
+    }
+
+    // ------------------------------------------------------------ slashing
+
+    fn on_evidence(&mut self, ev: ConflictEvidence, detected_here: bool, now: Instant) {
+        let deal_id = ev.first.commitment.deal_id;
+        let Some(committee) = self.committees.get(&ev.first.epoch) else { return };
+        let resolvers: Vec<u32> = ev
+            .equivocators
+            .iter()
+            .filter_map(|k| committee.index_of(k))
+            .filter(|i| !self.slashed.contains(&(deal_id, *i)))
+            .filter(|i| {
+                !self
+                    .slashes
+                    .iter()
+                    .any(|t| t.request.deal_id == deal_id && t.request.resolvers.contains(i))
+            })
+            .collect();
+        if resolvers.is_empty() {
+            return;
+        }
+        self.seen_evidence.insert(keccak256(ev.to_wire().encode_wire()));
+        self.metrics.equivocations.inc();
+        error!(target: "slasher", deal = %deal_id, ?resolvers, detected_here, "equivocation");
+        let honest: Vec<u32> = committee
+            .members()
+            .iter()
+            .map(|m| m.index)
+            .filter(|i| !resolvers.contains(i))
+            .collect();
+        let rank = self
+            .my_index(ev.first.epoch)
+            .map_or(honest.len(), |me| submit_rank(&deal_id, &honest, me));
+        self.push(Action::WriteEvidence(Box::new(ev.clone()), resolvers.clone()));
+        self.push(Action::Publish(Gossip::Evidence(Box::new(ev.to_wire()))));
+        self.slashes.push(SlashTask {
+            request: SlashRequest { deal_id, first: ev.first, second: ev.second, resolvers },
+            at: now + self.cfg.submit_slot * rank as u32,
+            running: false,
+        });
+    }
+
+    /// The store says `resolver` was slashed for `deal_id` (at restore).
+    pub fn mark_slashed(&mut self, deal_id: B256, resolver: u32) {
+        self.slashed.insert((deal_id, resolver));
+    }
+
+    /// A resolver was slashed on chain (a `Slashed` log), for `deal_id`.
+    pub fn on_slashed_log(&mut self, deal_id: B256, resolver: u32) {
+        self.slashed.insert((deal_id, resolver));
+        self.push(Action::PersistSlashed { deal_id, resolver, tx: B256::ZERO });
+        for t in &mut self.slashes {
+            if t.request.deal_id == deal_id {
+                t.request.resolvers.retain(|r| *r != resolver);
+            }
+        }
+        self.slashes.retain(|t| t.running || !t.request.resolvers.is_empty());
+    }
+
+    /// A slashing transaction finished.
+    pub fn on_slashed(
+        &mut self,
+        deal_id: B256,
+        resolvers: Vec<u32>,
+        result: SlashResult,
+        now: Instant,
+    ) {
+        match result {
+            SlashResult::Done(tx) => {
+                Metrics::count(
+                    &self.metrics.slashings,
+                    if tx.is_some() { "sent" } else { "already_slashed" },
+                );
+                info!(target: "slasher", deal = %deal_id, ?resolvers, ?tx, "evidence dealt with");
+                for &resolver in &resolvers {
+                    self.slashed.insert((deal_id, resolver));
+                    self.push(Action::PersistSlashed {
+                        deal_id,
+                        resolver,
+                        tx: tx.unwrap_or_default(),
+                    });
+                }
+                self.slashes.retain(|t| {
+                    !(t.request.deal_id == deal_id && t.request.resolvers == resolvers)
+                });
+            }
+            SlashResult::Failed(e) => {
+                Metrics::count(&self.metrics.slashings, "error");
+                warn!(target: "slasher", deal = %deal_id, error = %e, "slashing failed, will retry");
+                for t in &mut self.slashes {
+                    if t.request.deal_id == deal_id && t.request.resolvers == resolvers {
+                        t.running = false;
+                        t.at = now + self.cfg.retry;
+                    }
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ chain
+
+    /// A new head and its timestamp (chain time).
+    pub fn on_head(&mut self, number: u64, timestamp: u64) {
+        self.head = self.head.max(number);
+        self.chain_time = self.chain_time.max(timestamp);
+    }
+
+    /// A `Disputed` log at a confirmed block.
+    pub fn on_disputed_log(&mut self, a: DisputeAnnouncement) {
+        // A gossip confirmation in flight does not stop this one: it may have
+        // been asked at a block before the dispute.
+        if self.disputes.contains_key(&a.deal_id)
+            || self.finished.contains(&a.deal_id)
+            || !self.chain_confirming.insert(a.deal_id)
+        {
+            return;
+        }
+        // Recorded before the cursor moves past this log, so a crash before
+        // the check cannot lose it (restore re-checks).
+        self.push(Action::PersistDispute(Box::new(a.clone()), DisputeStatus::Active));
+        // A node catching up may see the dispute after it was settled: check
+        // the current state before doing any work.
+        self.push(Action::Confirm {
+            announcement: Box::new(a),
+            source: ConfirmSource::Chain,
+            delay: Duration::ZERO,
+        });
+    }
+
+    /// A settlement seen on chain (`VerdictCommitted` carries the transaction).
+    pub fn on_settled_log(&mut self, deal_id: B256, tx: Option<B256>, now: Instant) {
+        self.settle(deal_id, tx, now);
+    }
+
+    fn settle(&mut self, deal_id: B256, tx: Option<B256>, now: Instant) {
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        if d.view.phase == Phase::Settled {
+            if tx.is_some() && d.view.settled_by.is_none() {
+                d.view.settled_by = tx;
+            }
+            return;
+        }
+        d.finish(Phase::Settled, now);
+        if tx.is_some() {
+            d.view.settled_by = tx;
+        }
+        let elapsed = now.saturating_duration_since(d.seen);
+        d.view.settlement_ms = Some(elapsed.as_millis() as u64);
+        self.metrics.dispute_to_settlement.observe(elapsed.as_secs_f64());
+        let info = Box::new(d.info.clone());
+        self.push(Action::PersistDispute(info, DisputeStatus::Settled));
+        self.drop_buffered(&deal_id);
+        info!(target: "node", deal = %deal_id, "settled");
+    }
+
+    /// A `resolve` submission finished.
+    pub fn on_submitted(&mut self, deal_id: B256, result: SubmitResult, now: Instant) {
+        let metrics = &self.metrics.submissions;
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        d.submitting = false;
+        match result {
+            SubmitResult::Sent { tx, gas } => {
+                Metrics::count(metrics, "sent");
+                info!(target: "submitter", deal = %deal_id, %tx, gas, "resolve sent");
+                d.view.resolve_tx = Some(tx);
+                d.view.resolve_gas = Some(gas);
+                d.submit_at = None;
+            }
+            SubmitResult::AlreadyResolved => {
+                Metrics::count(metrics, "already_resolved");
+                info!(target: "submitter", deal = %deal_id, "already resolved: nothing to send");
+                d.submit_at = None;
+            }
+            SubmitResult::Rejected(reason) => {
+                Metrics::count(metrics, "rejected");
+                error!(target: "submitter", deal = %deal_id, %reason, "the escrow rejects this certificate: dropped, waiting for another");
+                d.submit_at = None;
+                if let Some(qc) = d.certificate.take() {
+                    d.rejected.insert(certificate_id(&qc));
+                }
+                d.view.certificate_non_signers = None;
+                d.view.certified_outcome = None;
+                d.view.last_error = Some(reason);
+                if d.view.phase == Phase::Certified {
+                    d.view.phase = if d.own.is_some() { Phase::Signed } else { Phase::Observing };
+                }
+            }
+            SubmitResult::Failed(e) => {
+                Metrics::count(metrics, "error");
+                d.submit_backoff = (d.submit_backoff * 2).clamp(self.cfg.retry, MAX_BACKOFF);
+                warn!(target: "submitter", deal = %deal_id, error = %e, retry_in = ?d.submit_backoff, "resolve failed, will retry");
+                d.submit_at = Some(now + d.submit_backoff);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ timers
+
+    /// Retries, deadlines, submissions, slashings, re-gossip and eviction.
+    pub fn on_tick(&mut self, now: Instant) {
+        // Committee loads that failed.
+        let due: Vec<u64> =
+            self.committee_retry.iter().filter(|(_, t)| now >= **t).map(|(e, _)| *e).collect();
+        for epoch in due {
+            self.committee_retry.remove(&epoch);
+            self.load_committee(epoch);
+        }
+        // Retries of fetching disputes.
+        let due: Vec<B256> = self
+            .disputes
+            .iter()
+            .filter(|(_, d)| {
+                d.view.phase == Phase::Fetching && !d.gathering && now >= d.next_attempt
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.advance(id, now);
+        }
+        // Deadlines, in chain time (the escrow's clock).
+        if self.chain_time > 0 {
+            let chain_time = self.chain_time;
+            let mut expired = Vec::new();
+            for d in self.disputes.values_mut() {
+                let deadline = d.info.resolve_deadline.saturating_add(EXPIRY_GRACE_SECS);
+                if !d.view.phase.is_final() && chain_time > deadline {
+                    d.finish(Phase::Expired, now);
+                    warn!(target: "node", deal = %d.info.deal_id, "resolve deadline passed unsettled");
+                    expired.push(d.info.clone());
+                }
+            }
+            for info in expired {
+                self.drop_buffered(&info.deal_id);
+                self.push(Action::PersistDispute(Box::new(info), DisputeStatus::Expired));
+            }
+        }
+        // Submissions and slashings.
+        if self.cfg.submits {
+            let mut submit = Vec::new();
+            for (id, d) in &mut self.disputes {
+                if !d.submitting && d.submit_at.is_some_and(|t| now >= t) {
+                    if let Some(qc) = &d.certificate {
+                        d.submitting = true;
+                        submit.push(Action::Submit {
+                            deal_id: *id,
+                            certificate: Box::new(qc.clone()),
+                        });
+                    }
+                }
+            }
+            self.actions.extend(submit);
+            let mut slash = Vec::new();
+            for t in self.slashes.iter_mut().filter(|t| !t.running && now >= t.at) {
+                t.running = true;
+                slash.push(Action::Slash(Box::new(t.request.clone())));
+            }
+            self.actions.extend(slash);
+        }
+        // Re-gossip own partials and certificates of open disputes.
+        let republish = self.cfg.republish;
+        let mut again = Vec::new();
+        for d in self.disputes.values_mut() {
+            if !d.view.phase.is_final()
+                && now.saturating_duration_since(d.last_publish) >= republish
+            {
+                d.last_publish = now;
+                again.extend(d.own.clone().map(Gossip::Verdict));
+                again.extend(d.extra.iter().cloned().map(Gossip::Verdict));
+                again.extend(
+                    d.certificate.as_ref().map(|c| Gossip::Certificate(Box::new(c.to_wire()))),
+                );
+            }
+        }
+        self.actions.extend(again.into_iter().map(Action::Publish));
+        // Buffered partials whose dispute never showed up.
+        let mut stale = Vec::new();
+        for list in self.buffered.values_mut() {
+            list.retain_mut(|b| {
+                if now < b.until {
+                    return true;
+                }
+                stale.extend(b.origin.take());
+                false
+            });
+        }
+        self.buffered.retain(|_, l| !l.is_empty());
+        self.buffered_len = self.buffered.values().map(Vec::len).sum();
+        for origin in stale {
+            self.report(origin, Topic::Verdicts, MessageAcceptance::Ignore);
+        }
+        // Eviction of disputes finished long enough ago.
+        let retain = self.cfg.retain_settled;
+        let evict: Vec<B256> = self
+            .disputes
+            .values()
+            .filter(|d| d.finished_at.is_some_and(|t| now.saturating_duration_since(t) >= retain))
+            .map(|d| d.info.deal_id)
+            .collect();
+        for id in evict {
+            self.evict(&id);
+        }
+    }
+
+    fn evict(&mut self, deal_id: &B256) {
+        let Some(d) = self.disputes.remove(deal_id) else { return };
+        self.finished.insert(*deal_id);
+        if let Some(builder) = self.builders.get_mut(&d.info.epoch) {
+            builder.forget_deal(deal_id);
+        }
+        self.conflict.forget_deal(deal_id);
+        self.deferred.retain(|_, (p, _)| p.commitment.deal_id != *deal_id);
+    }
+}
+
+#[cfg(test)]
+mod tests;

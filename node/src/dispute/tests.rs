@@ -1,0 +1,738 @@
+//! Unit tests of the dispute engine: real BLS keys and signatures (blst),
+//! no chain, no swarm, no clock — a rig drives the engine with events and
+//! inspects the actions it queues (lighthouse's sync `TestRig` style).
+
+use super::*;
+use alloy_primitives::{Address, U256};
+use resolvd_consensus::{Member, SecretKey};
+use resolvd_proto::ReplayRecordV1;
+
+const EPOCH: u64 = 3;
+
+fn domain() -> VerdictDomain {
+    VerdictDomain {
+        name: "resolvd".into(),
+        version: "1".into(),
+        chain_id: 31337,
+        verifying_contract: Address::repeat_byte(0xe5),
+    }
+}
+
+fn key(i: usize) -> SecretKey {
+    SecretKey::from_seed(&[i as u8 + 1; 32]).unwrap()
+}
+
+fn committee(epoch: u64, n: usize) -> Committee {
+    let members = (0..n)
+        .map(|i| Member {
+            index: i as u32,
+            operator: Address::repeat_byte(i as u8 + 1),
+            key: key(i).public_key(),
+            stake: U256::from(1000),
+        })
+        .collect();
+    Committee::new(epoch, members, 6667).unwrap()
+}
+
+fn announcement(deal: u8) -> DisputeAnnouncement {
+    DisputeAnnouncement {
+        chain_id: 31337,
+        escrow: Address::repeat_byte(0xe5),
+        deal_id: B256::repeat_byte(deal),
+        spec_hash: B256::repeat_byte(2),
+        delivery_hash: B256::repeat_byte(3),
+        prestate_anchor_hash: B256::repeat_byte(4),
+        prestate_root: B256::repeat_byte(5),
+        backend_id: B256::repeat_byte(6),
+        backend_version_hash: B256::repeat_byte(7),
+        epoch: EPOCH,
+        resolve_deadline: 10_000,
+        block_number: 10,
+        tx_hash: B256::repeat_byte(0xaa),
+    }
+}
+
+fn envelope(a: &DisputeAnnouncement, outcome: ReexecVerdict) -> VerdictEnvelopeV1 {
+    VerdictEnvelopeV1::new(
+        a.deal_id,
+        ReplayRecordV1 {
+            backend_id: a.backend_id,
+            backend_version_hash: a.backend_version_hash,
+            spec_hash: a.spec_hash,
+            delivery_hash: a.delivery_hash,
+            prestate_anchor_hash: a.prestate_anchor_hash,
+            prestate_root: a.prestate_root,
+            outcome,
+            result_hash: B256::repeat_byte(8),
+        },
+    )
+}
+
+fn commitment(a: &DisputeAnnouncement, outcome: ReexecVerdict) -> VerdictCommitment {
+    envelope(a, outcome).commitment()
+}
+
+fn partial(signer: usize, epoch: u64, c: VerdictCommitment) -> SignedVerdict {
+    SignedVerdict {
+        commitment: c,
+        epoch,
+        signer_index: signer as u32,
+        signature: key(signer).sign(&c.eip712_digest(&domain())).compress(),
+    }
+}
+
+fn origin(n: u8) -> Origin {
+    Origin { id: MessageId::new(&[n, 1, 2, 3]), peer: PeerId::random() }
+}
+
+struct Rig {
+    engine: Engine,
+    now: Instant,
+    me: Option<usize>,
+}
+
+impl Rig {
+    /// A node that is member `me` of a 4-member committee at epoch `EPOCH`.
+    fn new(me: Option<usize>) -> Self {
+        Self::with(me, EngineConfig::default())
+    }
+
+    fn with(me: Option<usize>, cfg: EngineConfig) -> Self {
+        let mut engine = Engine::new(
+            cfg,
+            domain(),
+            me.map(|i| key(i).public_key()),
+            Arc::new(Metrics::default()),
+        );
+        engine.on_head(100, 1_000);
+        engine.on_epoch(EPOCH);
+        let mut rig = Self { engine, now: Instant::now(), me };
+        let loads = rig.drain();
+        assert!(matches!(loads[..], [Action::LoadCommittee(EPOCH)]), "{loads:?}");
+        rig.engine.on_committee(EPOCH, Ok(committee(EPOCH, 4)), rig.now);
+        rig.drain();
+        rig
+    }
+
+    fn drain(&mut self) -> Vec<Action> {
+        std::iter::from_fn(|| self.engine.poll_action()).collect()
+    }
+
+    fn later(&mut self, d: Duration) {
+        self.now += d;
+    }
+
+    /// The watcher sees the `Disputed` log, the chain confirms it.
+    fn confirm(&mut self, a: &DisputeAnnouncement) -> Vec<Action> {
+        self.engine.on_disputed_log(a.clone());
+        let actions = self.drain();
+        assert!(
+            actions
+                .iter()
+                .any(|x| matches!(x, Action::Confirm { source: ConfirmSource::Chain, .. })),
+            "{actions:?}"
+        );
+        self.engine.on_confirmed(
+            a.clone(),
+            ConfirmSource::Chain,
+            Ok(Confirmation::Disputed),
+            self.now,
+        );
+        self.drain()
+    }
+
+    /// Confirm, gather complete, replay → the Sign action; returns it signed.
+    fn sign_through(&mut self, a: &DisputeAnnouncement, outcome: ReexecVerdict) -> SignedVerdict {
+        let actions = self.confirm(a);
+        let gather = actions.iter().find(|x| matches!(x, Action::Gather(_)));
+        assert!(gather.is_some(), "{actions:?}");
+        self.engine.on_gathered(a.deal_id, ready(a), self.now);
+        let actions = self.drain();
+        assert!(matches!(actions[..], [Action::Replay(_)]), "{actions:?}");
+        self.engine.on_replayed(a.deal_id, Ok(envelope(a, outcome)), self.now);
+        let actions = self.drain();
+        let sign = actions.iter().find_map(|x| match x {
+            Action::Sign { commitment, epoch, index, .. } => Some((*commitment, *epoch, *index)),
+            _ => None,
+        });
+        let (c, epoch, index) = sign.expect("a Sign action");
+        assert_eq!(Some(index as usize), self.me);
+        let p = partial(index as usize, epoch, c);
+        self.engine.on_signed(p.clone(), self.now);
+        p
+    }
+
+    fn gossip_partial(&mut self, p: SignedVerdict, o: Origin) {
+        self.engine.on_gossip(o, Gossip::Verdict(p), self.now);
+    }
+
+    fn batch(&mut self) -> Vec<Action> {
+        self.engine.on_batch(&[7; 32], self.now);
+        self.drain()
+    }
+
+    fn phase(&self, a: &DisputeAnnouncement) -> Phase {
+        self.engine.view(&a.deal_id).expect("dispute known").phase
+    }
+}
+
+fn ready(a: &DisputeAnnouncement) -> Gathered {
+    Gathered::Ready(Box::new(ReexecRequestV1 {
+        deal_id: a.deal_id,
+        spec: Bytes::new(),
+        spec_hash: a.spec_hash,
+        delivery: Bytes::new(),
+        delivery_hash: a.delivery_hash,
+        prestate_anchor: Bytes::new(),
+        prestate_anchor_hash: a.prestate_anchor_hash,
+        witness: None,
+    }))
+}
+
+fn reports(actions: &[Action]) -> Vec<(Topic, MessageAcceptance)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Report { topic, acceptance, .. } => Some((*topic, *acceptance)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn certificate_of(actions: &[Action]) -> Option<QuorumCertificate> {
+    actions.iter().find_map(|a| match a {
+        Action::PersistCertificate(qc) => Some((**qc).clone()),
+        _ => None,
+    })
+}
+
+fn certificate(a: &DisputeAnnouncement, signers: &[usize]) -> QuorumCertificate {
+    let c = commitment(a, ReexecVerdict::Reproduced);
+    let committee = committee(EPOCH, 4);
+    let mut b = CertificateBuilder::new(committee, domain());
+    for &s in signers {
+        b.on_partial(&partial(s, EPOCH, c)).unwrap();
+    }
+    b.process(&[1; 32])
+        .into_iter()
+        .find_map(|e| match e {
+            BuilderEvent::Certificate(qc) => Some(*qc),
+            _ => None,
+        })
+        .expect("threshold reached")
+}
+
+#[test]
+fn phases_run_in_order_and_the_partial_is_persisted_before_it_is_gossiped() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(1);
+    let actions = rig.confirm(&a);
+    // Persisted, announced, then content gathered.
+    let kinds: Vec<&str> = actions
+        .iter()
+        .map(|x| match x {
+            Action::PersistDispute(_, DisputeStatus::Active) => "persist",
+            Action::Publish(Gossip::Dispute(_)) => "announce",
+            Action::Gather(_) => "gather",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["persist", "announce", "gather"]);
+    assert_eq!(rig.phase(&a), Phase::Fetching);
+    // Missing content: fetched, retried after `retry`.
+    rig.engine.on_gathered(a.deal_id, Gathered::Missing(vec![(a.spec_hash, "spec")]), rig.now);
+    assert!(matches!(rig.drain()[..], [Action::Fetch { tag: "spec", .. }]));
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().all(|x| !matches!(x, Action::Gather(_))), "not before the retry");
+    rig.later(EngineConfig::default().retry);
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().any(|x| matches!(x, Action::Gather(_))));
+    rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+    assert!(matches!(rig.drain()[..], [Action::Replay(_)]));
+    assert_eq!(rig.phase(&a), Phase::Replaying);
+    rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Reproduced)), rig.now);
+    let actions = rig.drain();
+    assert!(matches!(actions[..], [Action::PersistEnvelope(_), Action::Sign { index: 0, .. }]));
+    // The engine gossips only what the shell reports signed (after persisting).
+    let p = partial(0, EPOCH, commitment(&a, ReexecVerdict::Reproduced));
+    rig.engine.on_signed(p.clone(), rig.now);
+    let actions = rig.drain();
+    assert!(matches!(&actions[..], [Action::Publish(Gossip::Verdict(x))] if *x == p));
+    assert_eq!(rig.phase(&a), Phase::Signed);
+    // Two more partials: threshold (3 of 4), certificate, persisted and gossiped.
+    for s in [1, 2] {
+        rig.gossip_partial(partial(s, EPOCH, p.commitment), origin(s as u8));
+    }
+    let actions = rig.batch();
+    let qc = certificate_of(&actions).expect("certificate");
+    assert_eq!(qc.non_signers, vec![3]);
+    assert_eq!(rig.phase(&a), Phase::Certified);
+    assert!(actions.iter().any(|x| matches!(x, Action::Publish(Gossip::Certificate(_)))));
+    assert_eq!(
+        reports(&actions),
+        vec![
+            (Topic::Verdicts, MessageAcceptance::Accept),
+            (Topic::Verdicts, MessageAcceptance::Accept)
+        ]
+    );
+    // Settled by a log: final, persisted.
+    rig.engine.on_settled_log(a.deal_id, Some(B256::repeat_byte(9)), rig.now);
+    assert_eq!(rig.phase(&a), Phase::Settled);
+    assert!(rig
+        .drain()
+        .iter()
+        .any(|x| matches!(x, Action::PersistDispute(_, DisputeStatus::Settled))));
+}
+
+#[test]
+fn operational_errors_back_off_exponentially_are_never_signed_and_expire_at_the_chain_deadline() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(1);
+    rig.confirm(&a);
+    let mut waits = Vec::new();
+    for _ in 0..8 {
+        rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+        rig.drain();
+        rig.engine.on_replayed(a.deal_id, Err("missing storage witness".into()), rig.now);
+        assert!(rig.drain().iter().all(|x| !matches!(x, Action::Sign { .. })), "never signed");
+        assert_eq!(rig.phase(&a), Phase::Fetching);
+        // Find the wait until the next Gather, in 100 ms steps.
+        let mut waited = Duration::ZERO;
+        loop {
+            rig.later(Duration::from_millis(100));
+            waited += Duration::from_millis(100);
+            rig.engine.on_tick(rig.now);
+            if rig.drain().iter().any(|x| matches!(x, Action::Gather(_))) {
+                break;
+            }
+        }
+        waits.push(waited.as_millis());
+    }
+    assert_eq!(waits, [500, 1000, 2000, 4000, 8000, 16000, 32000, 60000]);
+    assert!(
+        rig.engine.view(&a.deal_id).unwrap().last_error.as_deref()
+            == Some("missing storage witness")
+    );
+    // Expiry follows chain time, not the wall clock.
+    rig.engine.on_tick(rig.now + Duration::from_secs(1_000_000));
+    assert_eq!(rig.phase(&a), Phase::Fetching);
+    rig.engine.on_head(200, a.resolve_deadline + EXPIRY_GRACE_SECS + 1);
+    rig.engine.on_tick(rig.now);
+    assert_eq!(rig.phase(&a), Phase::Expired);
+    assert!(rig
+        .drain()
+        .iter()
+        .any(|x| matches!(x, Action::PersistDispute(_, DisputeStatus::Expired))));
+}
+
+#[test]
+fn submitter_order_slots_and_already_resolved_and_transient_retry() {
+    let cfg = EngineConfig::default();
+    let a = announcement(1);
+    let members = [0u32, 1, 2, 3];
+    let ranks: Vec<usize> = members.iter().map(|&m| submit_rank(&a.deal_id, &members, m)).collect();
+    for (me, &rank) in ranks.iter().enumerate() {
+        let mut rig = Rig::new(Some(me));
+        rig.confirm(&a);
+        let qc = certificate(&a, &[0, 1, 2]);
+        rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
+        assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, MessageAcceptance::Accept)]);
+        let slot = cfg.submit_slot * rank as u32;
+        if rank > 0 {
+            rig.later(slot - Duration::from_millis(1));
+            rig.engine.on_tick(rig.now);
+            assert!(
+                rig.drain().iter().all(|x| !matches!(x, Action::Submit { .. })),
+                "rank {rank} waits its slot"
+            );
+            rig.later(Duration::from_millis(1));
+        }
+        rig.engine.on_tick(rig.now);
+        assert!(rig.drain().iter().any(|x| matches!(x, Action::Submit { .. })));
+        // In flight: not sent twice.
+        rig.engine.on_tick(rig.now);
+        assert!(rig.drain().iter().all(|x| !matches!(x, Action::Submit { .. })));
+        match me {
+            0 => {
+                // Transient: retried after the backoff.
+                rig.engine.on_submitted(a.deal_id, SubmitResult::Failed("timeout".into()), rig.now);
+                rig.later(cfg.retry * 2);
+                rig.engine.on_tick(rig.now);
+                assert!(rig.drain().iter().any(|x| matches!(x, Action::Submit { .. })));
+                rig.engine.on_submitted(a.deal_id, SubmitResult::AlreadyResolved, rig.now);
+            }
+            _ => rig.engine.on_submitted(a.deal_id, SubmitResult::AlreadyResolved, rig.now),
+        }
+        // Already resolved: never sent again.
+        rig.later(Duration::from_secs(600));
+        rig.engine.on_tick(rig.now);
+        assert!(rig.drain().iter().all(|x| !matches!(x, Action::Submit { .. })));
+    }
+}
+
+#[test]
+fn a_certificate_the_escrow_rejects_is_dropped_and_a_verified_one_replaces_it() {
+    let mut rig = Rig::new(Some(3));
+    let a = announcement(1);
+    rig.confirm(&a);
+    let first = certificate(&a, &[0, 1, 2]);
+    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(first.to_wire())), rig.now);
+    rig.drain();
+    // Copies of a held certificate cost no pairing and earn no score.
+    for n in 0..50 {
+        rig.engine.on_gossip(origin(n), Gossip::Certificate(Box::new(first.to_wire())), rig.now);
+    }
+    let r = reports(&rig.drain());
+    assert_eq!(r.len(), 50);
+    assert!(r.iter().all(|(_, acc)| *acc == MessageAcceptance::Ignore));
+    rig.later(Duration::from_secs(60));
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().any(|x| matches!(x, Action::Submit { .. })));
+    rig.engine.on_submitted(a.deal_id, SubmitResult::Rejected("InvalidSignature".into()), rig.now);
+    assert_ne!(rig.phase(&a), Phase::Certified);
+    // Not retried; the same certificate is not taken back.
+    rig.later(Duration::from_secs(60));
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().all(|x| !matches!(x, Action::Submit { .. })));
+    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(first.to_wire())), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, MessageAcceptance::Ignore)]);
+    // A different verified certificate replaces it and is submitted.
+    let second = certificate(&a, &[0, 1, 2, 3]);
+    rig.engine.on_gossip(origin(2), Gossip::Certificate(Box::new(second.to_wire())), rig.now);
+    let actions = rig.drain();
+    assert_eq!(reports(&actions), vec![(Topic::Certificates, MessageAcceptance::Accept)]);
+    rig.later(Duration::from_secs(60));
+    rig.engine.on_tick(rig.now);
+    let submitted = rig.drain().into_iter().find_map(|x| match x {
+        Action::Submit { certificate, .. } => Some(certificate),
+        _ => None,
+    });
+    assert_eq!(submitted.expect("resubmitted").non_signers, Vec::<u32>::new());
+}
+
+#[test]
+fn restore_resends_the_same_partial_and_drops_a_stored_certificate_that_does_not_verify() {
+    let a = announcement(1);
+    let mut first = Rig::new(Some(0));
+    let own = first.sign_through(&a, ReexecVerdict::Reproduced);
+    // A "restart": a fresh engine with the store's records.
+    let mut rig = Rig::new(Some(0));
+    let mut bad = certificate(&a, &[0, 1, 2]);
+    bad.non_signers = vec![2]; // claims 0, 1, 3 signed: the aggregate does not match
+    rig.engine.restore(a.clone(), DisputeStatus::Active, vec![own.clone()], Some(bad), rig.now);
+    let actions = rig.drain();
+    assert!(
+        matches!(&actions[..], [Action::Publish(Gossip::Verdict(p))] if *p == own),
+        "the same partial is re-sent, nothing else: {actions:?}"
+    );
+    assert_eq!(rig.phase(&a), Phase::Signed, "the unverifiable certificate was dropped");
+    // A good stored certificate is kept and submitted.
+    let mut rig = Rig::new(Some(0));
+    let good = certificate(&a, &[0, 1, 2]);
+    rig.engine.restore(a.clone(), DisputeStatus::Active, vec![own], Some(good), rig.now);
+    rig.drain();
+    assert_eq!(rig.phase(&a), Phase::Certified);
+    rig.later(Duration::from_secs(60));
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().any(|x| matches!(x, Action::Submit { .. })));
+    // A dispute restored before any work is re-checked on chain first.
+    let mut rig = Rig::new(Some(0));
+    let b = announcement(2);
+    rig.engine.restore(b.clone(), DisputeStatus::Active, vec![], None, rig.now);
+    assert!(matches!(rig.drain()[..], [Action::Confirm { source: ConfirmSource::Chain, .. }]));
+    assert!(rig.engine.view(&b.deal_id).is_none());
+    // Settled ones are not reloaded into memory, and cost nothing later.
+    rig.engine.restore(announcement(4), DisputeStatus::Settled, vec![], None, rig.now);
+    assert!(rig.engine.view(&B256::repeat_byte(4)).is_none());
+    rig.gossip_partial(
+        partial(1, EPOCH, commitment(&announcement(4), ReexecVerdict::Reproduced)),
+        origin(1),
+    );
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Verdicts, MessageAcceptance::Ignore)]);
+}
+
+#[test]
+fn an_equivocation_is_slashed_once_by_the_first_submitter_then_never_again() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(1);
+    rig.confirm(&a);
+    let yes = commitment(&a, ReexecVerdict::Reproduced);
+    let no = commitment(&a, ReexecVerdict::Failed);
+    rig.gossip_partial(partial(2, EPOCH, yes), origin(1));
+    rig.gossip_partial(partial(2, EPOCH, no), origin(2));
+    let actions = rig.batch();
+    let writes =
+        actions.iter().filter(|x| matches!(x, Action::WriteEvidence(_, r) if *r == [2])).count();
+    assert_eq!(writes, 1);
+    assert!(actions.iter().any(|x| matches!(x, Action::Publish(Gossip::Evidence(_)))));
+    // Sent at this node's slot among the honest members.
+    let honest = [0u32, 1, 3];
+    let rank = submit_rank(&a.deal_id, &honest, 0);
+    rig.later(EngineConfig::default().submit_slot * rank as u32);
+    rig.engine.on_tick(rig.now);
+    let slash: Vec<_> = rig
+        .drain()
+        .into_iter()
+        .filter_map(|x| match x {
+            Action::Slash(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(slash.len(), 1);
+    assert_eq!(slash[0].resolvers, vec![2]);
+    // The same evidence again (gossip, a third partial) starts nothing new.
+    let ev = match actions.iter().find(|x| matches!(x, Action::Publish(Gossip::Evidence(_)))) {
+        Some(Action::Publish(Gossip::Evidence(e))) => e.clone(),
+        _ => unreachable!(),
+    };
+    rig.engine.on_gossip(origin(9), Gossip::Evidence(ev.clone()), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Evidence, MessageAcceptance::Ignore)]);
+    rig.engine.on_slashed(
+        a.deal_id,
+        vec![2],
+        SlashResult::Done(Some(B256::repeat_byte(5))),
+        rig.now,
+    );
+    assert!(rig.drain().iter().any(|x| matches!(x, Action::PersistSlashed { resolver: 2, .. })));
+    assert_eq!(rig.engine.pending_slashes(), 0);
+    // A restarted node that knows the slashing (from the store) does not slash again.
+    let mut rig = Rig::new(Some(0));
+    rig.engine.mark_slashed(a.deal_id, 2);
+    rig.confirm(&a);
+    rig.engine.on_gossip(origin(9), Gossip::Evidence(ev), rig.now);
+    let actions = rig.drain();
+    assert_eq!(reports(&actions), vec![(Topic::Evidence, MessageAcceptance::Accept)]);
+    rig.later(Duration::from_secs(600));
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().all(|x| !matches!(x, Action::Slash(_))));
+}
+
+#[test]
+fn a_gossiped_dispute_is_acted_on_only_when_the_chain_confirms_it() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(1);
+    rig.engine.on_gossip(origin(1), Gossip::Dispute(a.clone()), rig.now);
+    // A second copy waits for the same check.
+    rig.engine.on_gossip(origin(2), Gossip::Dispute(a.clone()), rig.now);
+    let actions = rig.drain();
+    assert!(matches!(actions[..], [Action::Confirm { source: ConfirmSource::Gossip, .. }]));
+    assert!(rig.engine.view(&a.deal_id).is_none(), "nothing before the chain agrees");
+    rig.engine.on_confirmed(
+        a.clone(),
+        ConfirmSource::Gossip,
+        Ok(Confirmation::NotDisputed),
+        rig.now,
+    );
+    assert_eq!(
+        reports(&rig.drain()),
+        vec![
+            (Topic::Disputes, MessageAcceptance::Ignore),
+            (Topic::Disputes, MessageAcceptance::Ignore)
+        ]
+    );
+    assert!(rig.engine.view(&a.deal_id).is_none());
+    // A made-up deal: rejected (the sender pays), and asked about only once.
+    let fake = announcement(0x66);
+    rig.engine.on_gossip(origin(3), Gossip::Dispute(fake.clone()), rig.now);
+    assert_eq!(rig.drain().len(), 1);
+    rig.engine.on_confirmed(
+        fake.clone(),
+        ConfirmSource::Gossip,
+        Ok(Confirmation::NoSuchDeal),
+        rig.now,
+    );
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, MessageAcceptance::Reject)]);
+    for n in 0..100 {
+        rig.engine.on_gossip(origin(n), Gossip::Dispute(fake.clone()), rig.now);
+    }
+    let actions = rig.drain();
+    assert!(actions.iter().all(|x| !matches!(x, Action::Confirm { .. })), "no RPC for repeats");
+    assert!(reports(&actions).iter().all(|(_, acc)| *acc == MessageAcceptance::Reject));
+    // Confirmation work is bounded however many distinct deals are announced.
+    let cfg = EngineConfig::default();
+    let mut asked = Vec::new();
+    for n in 0..1_000u32 {
+        let mut x = announcement(7);
+        x.deal_id = keccak256(n.to_be_bytes());
+        rig.engine.on_gossip(origin(1), Gossip::Dispute(x), rig.now);
+        asked.extend(rig.drain().into_iter().filter_map(|x| match x {
+            Action::Confirm { announcement, .. } => Some(announcement),
+            _ => None,
+        }));
+    }
+    assert_eq!(asked.len(), cfg.max_confirming);
+    // While they are in flight a real announcement waits for the watcher too.
+    let b = announcement(2);
+    rig.engine.on_gossip(origin(5), Gossip::Dispute(b.clone()), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, MessageAcceptance::Ignore)]);
+    for a in asked {
+        rig.engine.on_confirmed(*a, ConfirmSource::Gossip, Ok(Confirmation::NoSuchDeal), rig.now);
+    }
+    rig.drain();
+    // The real one, confirmed: started.
+    rig.engine.on_gossip(origin(5), Gossip::Dispute(b.clone()), rig.now);
+    rig.drain();
+    rig.engine.on_confirmed(b.clone(), ConfirmSource::Gossip, Ok(Confirmation::Disputed), rig.now);
+    let actions = rig.drain();
+    assert!(reports(&actions).contains(&(Topic::Disputes, MessageAcceptance::Accept)));
+    assert_eq!(rig.phase(&b), Phase::Fetching);
+}
+
+#[test]
+fn invalid_partials_penalise_their_origin_and_partials_for_unknown_deals_cost_nothing() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(1);
+    rig.confirm(&a);
+    let c = commitment(&a, ReexecVerdict::Reproduced);
+    // A forged signature (signed by another key) from one peer, a valid one from another.
+    let mut forged = partial(1, EPOCH, c);
+    forged.signature = partial(2, EPOCH, c).signature;
+    let bad = origin(1);
+    let good = origin(2);
+    rig.gossip_partial(forged, bad.clone());
+    rig.gossip_partial(partial(2, EPOCH, c), good.clone());
+    let actions = rig.batch();
+    let by_peer: Vec<(PeerId, MessageAcceptance)> = actions
+        .iter()
+        .filter_map(|x| match x {
+            Action::Report { origin, acceptance, .. } => Some((origin.peer, *acceptance)),
+            _ => None,
+        })
+        .collect();
+    assert!(by_peer.contains(&(bad.peer, MessageAcceptance::Reject)));
+    assert!(by_peer.contains(&(good.peer, MessageAcceptance::Accept)));
+    // Wrong epoch for a known deal, epoch 0, other fields: rejected at once, no batch.
+    for epoch in [0, EPOCH + 1, 3_216_419_938] {
+        rig.gossip_partial(partial(1, epoch, c), origin(3));
+    }
+    let mut other = c;
+    other.spec_hash = B256::repeat_byte(0x99);
+    rig.gossip_partial(partial(1, EPOCH, other), origin(4));
+    let actions = rig.drain();
+    assert_eq!(reports(&actions).len(), 4);
+    assert!(reports(&actions).iter().all(|(_, acc)| *acc == MessageAcceptance::Reject));
+    assert!(actions.iter().all(|x| !matches!(x, Action::LoadCommittee(_))), "no committee loads");
+    assert_eq!(rig.engine.batch_due(), None);
+    // Partials for deals not confirmed here: held (bounded), never verified or loaded.
+    let cfg = EngineConfig { max_buffered_partials: 100, ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg.clone());
+    for n in 0..300u32 {
+        let mut x = announcement(9);
+        x.deal_id = keccak256(n.to_be_bytes());
+        x.epoch = 1_000 + u64::from(n);
+        rig.gossip_partial(partial(1, x.epoch, commitment(&x, ReexecVerdict::Failed)), origin(5));
+    }
+    let actions = rig.drain();
+    assert!(actions.iter().all(|x| !matches!(x, Action::LoadCommittee(_))));
+    assert_eq!(rig.engine.buffered_partials(), 100);
+    assert_eq!(reports(&actions).len(), 200, "the overflow is ignored at once");
+    assert_eq!(rig.engine.batch_due(), None);
+    // They expire.
+    rig.later(cfg.buffer_ttl);
+    rig.engine.on_tick(rig.now);
+    assert_eq!(rig.engine.buffered_partials(), 0);
+    assert_eq!(reports(&rig.drain()).len(), 100);
+    // A partial that arrives before its dispute is confirmed is used once it is.
+    let p = partial(1, EPOCH, c);
+    rig.gossip_partial(p, origin(6));
+    assert!(rig.drain().is_empty());
+    rig.confirm(&a);
+    let actions = rig.batch();
+    assert_eq!(reports(&actions), vec![(Topic::Verdicts, MessageAcceptance::Accept)]);
+}
+
+#[test]
+fn committees_are_loaded_only_for_epochs_that_exist_at_a_confirmed_block() {
+    // The critical finding: a gossiped certificate, partial or evidence naming
+    // a future epoch made every node load (and cache forever) a committee that
+    // did not exist yet.
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(1);
+    rig.confirm(&a);
+    let mut qc = certificate(&a, &[0, 1, 2]);
+    qc.epoch = EPOCH + 1;
+    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
+    rig.gossip_partial(partial(1, EPOCH + 1, commitment(&a, ReexecVerdict::Failed)), origin(2));
+    let mut b = announcement(2);
+    b.epoch = EPOCH + 1;
+    rig.gossip_partial(partial(1, EPOCH + 1, commitment(&b, ReexecVerdict::Failed)), origin(3));
+    let actions = rig.drain();
+    assert!(actions.iter().all(|x| !matches!(x, Action::LoadCommittee(_))), "{actions:?}");
+    assert_eq!(rig.engine.loaded_epochs().collect::<Vec<_>>(), vec![EPOCH]);
+    // Evidence naming a future epoch is rejected, not loaded.
+    let yes = partial(1, EPOCH + 1, commitment(&b, ReexecVerdict::Reproduced));
+    let no = partial(1, EPOCH + 1, commitment(&b, ReexecVerdict::Failed));
+    let single = |p: &SignedVerdict| {
+        Attestation::single(p, Signature::from_compressed(&p.signature).unwrap()).to_wire()
+    };
+    let ev = resolvd_proto::wire::ConflictEvidence { first: single(&yes), second: single(&no) };
+    rig.engine.on_gossip(origin(4), Gossip::Evidence(Box::new(ev)), rig.now);
+    let actions = rig.drain();
+    assert_eq!(reports(&actions), vec![(Topic::Evidence, MessageAcceptance::Reject)]);
+    assert!(actions.iter().all(|x| !matches!(x, Action::LoadCommittee(_))));
+    // Once the chain says the epoch started (a confirmed EpochStarted log), it loads.
+    rig.engine.on_epoch(EPOCH + 1);
+    assert!(matches!(rig.drain()[..], [Action::LoadCommittee(e)] if e == EPOCH + 1));
+    // And a committee answer for another epoch than asked is refused.
+    rig.engine.on_committee(EPOCH + 1, Ok(committee(EPOCH + 7, 4)), rig.now);
+    assert_eq!(rig.engine.loaded_epochs().collect::<Vec<_>>(), vec![EPOCH]);
+}
+
+#[test]
+fn settled_disputes_are_evicted_with_their_builder_and_conflict_state() {
+    let cfg = EngineConfig { retain_settled: Duration::from_secs(10), ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    for deal in 1..=50u8 {
+        let a = announcement(deal);
+        rig.confirm(&a);
+        let c = commitment(&a, ReexecVerdict::Reproduced);
+        for s in [1, 2] {
+            rig.gossip_partial(partial(s, EPOCH, c), origin(s as u8));
+        }
+        rig.batch();
+        rig.engine.on_settled_log(a.deal_id, None, rig.now);
+    }
+    rig.drain();
+    assert_eq!(rig.engine.len(), 50);
+    assert_eq!(rig.engine.builders[&EPOCH].groups(), 50);
+    rig.later(Duration::from_secs(10));
+    rig.engine.on_tick(rig.now);
+    assert_eq!(rig.engine.len(), 0);
+    assert_eq!(rig.engine.builders[&EPOCH].groups(), 0);
+    // Late gossip for an evicted deal is ignored without any work.
+    let a = announcement(1);
+    rig.gossip_partial(partial(3, EPOCH, commitment(&a, ReexecVerdict::Reproduced)), origin(1));
+    rig.engine.on_gossip(origin(2), Gossip::Dispute(a.clone()), rig.now);
+    let actions = rig.drain();
+    assert_eq!(
+        reports(&actions),
+        vec![
+            (Topic::Verdicts, MessageAcceptance::Ignore),
+            (Topic::Disputes, MessageAcceptance::Ignore)
+        ]
+    );
+    assert_eq!(rig.engine.batch_due(), None);
+}
+
+#[test]
+fn a_non_member_observes_and_a_protection_refusal_is_final() {
+    let mut rig = Rig::new(None);
+    let a = announcement(1);
+    rig.confirm(&a);
+    rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+    rig.drain();
+    rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Failed)), rig.now);
+    assert!(rig.drain().iter().all(|x| !matches!(x, Action::Sign { .. })));
+    assert_eq!(rig.phase(&a), Phase::Observing);
+    let mut rig = Rig::new(Some(1));
+    rig.confirm(&a);
+    rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+    rig.drain();
+    rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Failed)), rig.now);
+    rig.drain();
+    rig.engine.on_sign_refused(a.deal_id, "a different commitment was signed".into());
+    assert_eq!(rig.phase(&a), Phase::Refused);
+    rig.later(Duration::from_secs(600));
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().all(|x| !matches!(x, Action::Gather(_) | Action::Sign { .. })));
+}

@@ -1,0 +1,120 @@
+//! The HTTP API's write side on a real listener (127.0.0.1) over a real
+//! RocksDB: bearer token, refused writes on a public listener without one,
+//! bounded concurrent uploads, the content quota.
+
+use alloy_primitives::B256;
+use resolvd_node::{
+    api,
+    config::ApiConfig,
+    metrics::Metrics,
+    node::{Shared, Status},
+    store::Store,
+};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+async fn serve(cfg: ApiConfig) -> (String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("db")).unwrap());
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        store,
+        metrics: Arc::new(Metrics::default()),
+        status: std::sync::RwLock::new(Status::default()),
+        content_added: tx,
+    });
+    // Bind first on a free port, then hand the port to the API.
+    let port = resolvd_node::devnet::free_port().unwrap();
+    let listen = SocketAddr::new(cfg.listen.ip(), port);
+    let cfg = ApiConfig { listen, ..cfg };
+    tokio::spawn(api::serve(shared, cfg, std::future::pending()));
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if reqwest::get(format!("{url}/health")).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (url, dir)
+}
+
+fn doc(n: u8) -> (B256, Vec<u8>) {
+    // Any bytes under the "spec" tag are stored by hash (parsing is the node's job later).
+    let bytes = vec![n; 64];
+    (resolvd_proto::content_hash("spec", &bytes), bytes)
+}
+
+async fn put(url: &str, token: Option<&str>, n: u8) -> u16 {
+    let (hash, bytes) = doc(n);
+    let mut req = reqwest::Client::new().put(format!("{url}/content/{hash}?type=spec")).body(bytes);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    req.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_need_the_token_and_a_public_listener_without_one_refuses_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "0123456789abcdef-token\n").unwrap();
+    let (url, _d) =
+        serve(ApiConfig { content_token_file: Some(token_file.clone()), ..ApiConfig::default() })
+            .await;
+    assert_eq!(put(&url, None, 1).await, 401);
+    assert_eq!(put(&url, Some("0123456789abcdef-tokeX"), 1).await, 401);
+    assert_eq!(put(&url, Some("0123456789abcdef-token"), 1).await, 201);
+    // Reads need no token.
+    let (hash, bytes) = doc(1);
+    let got = reqwest::get(format!("{url}/content/{hash}")).await.unwrap();
+    assert_eq!(got.bytes().await.unwrap().to_vec(), bytes);
+
+    // 0.0.0.0 without a token: writes refused (reached here through 127.0.0.1).
+    let (url, _d) =
+        serve(ApiConfig { listen: "0.0.0.0:0".parse().unwrap(), ..ApiConfig::default() }).await;
+    assert_eq!(put(&url, None, 2).await, 403);
+    // Loopback without a token: allowed (local tools, the devnet).
+    let (url, _d) = serve(ApiConfig::default()).await;
+    assert_eq!(put(&url, None, 3).await, 201);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_are_bounded_in_number_and_by_the_quota() {
+    use tokio::io::AsyncWriteExt;
+    let (url, _d) = serve(ApiConfig { max_concurrent_puts: 2, ..ApiConfig::default() }).await;
+    let addr = url.trim_start_matches("http://").to_owned();
+    // Two uploads that announce 1 MiB and send it slowly hold both permits.
+    let mut slow = Vec::new();
+    for n in 0..2u8 {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let (hash, _) = doc(100 + n);
+        let head = format!(
+            "PUT /content/{hash}?type=spec HTTP/1.1\r\nhost: x\r\ncontent-length: 1048576\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        s.write_all(&[0u8; 1024]).await.unwrap();
+        slow.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(put(&url, None, 4).await, 503, "a third upload is refused while two are in flight");
+    drop(slow);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(put(&url, None, 4).await, 201, "and accepted once they are gone");
+
+    // Quota: once the store holds more than it, uploads are refused.
+    let (url, _d) = serve(ApiConfig { content_quota_bytes: 1 << 20, ..ApiConfig::default() }).await;
+    let big = |n: u8| {
+        let bytes = vec![n; 2 << 20];
+        (resolvd_proto::content_hash("spec", &bytes), bytes)
+    };
+    for (n, want) in [(5u8, 201u16), (6, 507)] {
+        let (hash, bytes) = big(n);
+        let status = reqwest::Client::new()
+            .put(format!("{url}/content/{hash}?type=spec"))
+            .body(bytes)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status.as_u16(), want, "upload {n}");
+    }
+}
