@@ -137,6 +137,7 @@ async fn hostile_flood(
     tokio::spawn(async move {
         let start = tokio::time::Instant::now();
         let mut sent = false;
+        let mut round = 0usize;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         loop {
             tokio::select! {
@@ -145,14 +146,18 @@ async fn hostile_flood(
                     if sent || start.elapsed() < Duration::from_secs(3) {
                         continue;
                     }
-                    sent = true;
+                    // In rounds of at most 100 messages per topic (gossipsub's
+                    // publish queue drops what it cannot send in time).
+                    round += 1;
+                    sent = round * 100 >= flood.fake_announcements.max(flood.future_partials);
+                    let lo = (round - 1) * 100;
                     let g = &mut swarm.behaviour_mut().gossipsub;
                     let mut publish = |topic: Topic, bytes: Vec<u8>| {
                         if g.publish(topic.ident(), bytes).is_ok() {
                             count.fetch_add(1, Ordering::Relaxed);
                         }
                     };
-                    for n in 0..flood.future_certificates {
+                    for n in (lo..lo + 100).filter(|&n| n < flood.future_certificates) {
                         let mut v = crate::p2p::verdict(key.sign(&B256::repeat_byte(1)).compress());
                         v.commitment.deal_id = keccak256((n as u64).to_be_bytes());
                         let qc = QuorumCertificate {
@@ -163,13 +168,13 @@ async fn hostile_flood(
                         };
                         publish(Topic::Certificates, qc.encode_wire());
                     }
-                    for n in 0..flood.future_partials {
+                    for n in (lo..lo + 100).filter(|&n| n < flood.future_partials) {
                         let mut v = crate::p2p::verdict(key.sign(&B256::repeat_byte(2)).compress());
                         v.epoch = epoch + 2 + n as u64 * 7_919;
                         v.commitment.deal_id = keccak256((n as u64 + 1_000_000).to_be_bytes());
                         publish(Topic::Verdicts, v.encode_wire());
                     }
-                    for n in 0..flood.fake_announcements {
+                    for n in (lo..lo + 100).filter(|&n| n < flood.fake_announcements) {
                         let a = DisputeAnnouncement {
                             chain_id: 31337,
                             escrow,
