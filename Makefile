@@ -16,7 +16,7 @@ export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 DEVNET_ARGS ?=
 devnet: tools
 	cd contracts && forge build
-	cargo build --workspace --locked --features resolvd-node/devnet
+	cargo build --workspace --locked --all-features
 	"$${CARGO_TARGET_DIR:-target}/debug/resolvd" devnet $(DEVNET_ARGS)
 
 ## test: install what is missing, then every check and every test.
@@ -42,7 +42,7 @@ contracts-test:
 deploy-test:
 	cargo build --workspace --locked
 	cp "$${CARGO_TARGET_DIR:-target}/debug/resolvd" "$${CARGO_TARGET_DIR:-target}/debug/resolvd-operator"
-	cargo build --workspace --locked --features resolvd-node/devnet
+	cargo build --workspace --locked --all-features
 	RESOLVD_OPERATOR_BIN="$${CARGO_TARGET_DIR:-target}/debug/resolvd-operator" deploy/validate.sh
 
 ## fmt: format Rust and Solidity.
