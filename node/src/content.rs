@@ -99,11 +99,6 @@ impl ContentService {
         self.banned.iter()
     }
 
-    /// Requests being served.
-    pub fn serving(&self) -> usize {
-        self.serving.len()
-    }
-
     /// Asks up to [`FETCH_FANOUT`] random peers not asked before for `hash`.
     pub fn fetch(&mut self, swarm: &mut Swarm<Behaviour>, hash: B256, tag: &'static str) {
         if self.fetching.contains(&hash) {

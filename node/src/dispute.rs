@@ -836,13 +836,12 @@ impl Engine {
             warn!(target: "p2p", peer = %origin.peer, deal = %deal_id, "certificate does not match the confirmed deal");
             return MessageAcceptance::Reject;
         }
-        let id = certificate_id(&qc);
-        if d.rejected.contains(&id) {
-            return MessageAcceptance::Ignore;
-        }
         if d.certificate.is_some() {
             // One verified certificate per dispute is enough; copies and
             // variants cost nothing (no pairing, no score).
+            return MessageAcceptance::Ignore;
+        }
+        if !d.rejected.is_empty() && d.rejected.contains(&certificate_id(&qc)) {
             return MessageAcceptance::Ignore;
         }
         let Some(committee) = self.committees.get(&qc.epoch) else {
@@ -1370,7 +1369,7 @@ impl Engine {
             warn!(target: "pipeline", deal = %deal_id, "certificate does not match the deal: ignored");
             return;
         }
-        if d.rejected.contains(&certificate_id(&qc)) {
+        if !d.rejected.is_empty() && d.rejected.contains(&certificate_id(&qc)) {
             return;
         }
         self.actions.push_back(Action::PersistCertificate(Box::new(qc.clone())));
