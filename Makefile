@@ -54,6 +54,7 @@ fmt:
 vectors:
 	cargo test -p resolvd-proto --test it -- --ignored write_golden_vectors
 	cargo test -p resolvd-consensus --test it -- --ignored write_bls_vectors
+	cargo test -p resolvd-consensus --test it -- --ignored write_escrow_vectors
 
 ## fixtures: regenerate contract bytecode the Rust tests run (review the diff!).
 fixtures:
