@@ -97,7 +97,54 @@ pub async fn serve(
         .await
         .map_err(|e| eyre::eyre!("api.listen {addr}: {e}"))?;
     tracing::info!(target: "api", %addr, "HTTP API listening");
-    axum::serve(listener, router(shared, writes)).with_graceful_shutdown(shutdown).await?;
+    let max = cfg.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    let header_timeout = Duration::from_secs(cfg.header_timeout_secs.max(1));
+    let service = hyper_util::service::TowerToHyperService::new(router(shared, writes));
+    // Not `axum::serve`: it sets no header-read timer (idle connections stay
+    // open forever) and accepts without limit.
+    let open = Arc::new(Semaphore::new(max));
+    let (stop, stopped) = tokio::sync::watch::channel(());
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(target: "api", error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            tracing::debug!(target: "api", %peer, max, "connection closed: api.max_connections open");
+            continue;
+        };
+        let service = service.clone();
+        let mut stopped = stopped.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_timeout);
+            let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = stopped.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::trace!(target: "api", %peer, error = %e, "connection ended");
+            }
+        });
+    }
+    drop(stop);
+    // Let requests in flight finish (bounded), then return.
+    let _ = tokio::time::timeout(Duration::from_secs(5), open.acquire_many(max as u32)).await;
     Ok(())
 }
 

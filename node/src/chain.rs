@@ -134,7 +134,7 @@ pub struct Chain {
 pub fn load_account(keystore: &Path, password_file: &Path) -> eyre::Result<PrivateKeySigner> {
     let password =
         crate::keys::PasswordArgs { password_file: Some(password_file.into()) }.password()?;
-    PrivateKeySigner::decrypt_keystore(keystore, password)
+    PrivateKeySigner::decrypt_keystore(keystore, password.as_bytes())
         .map_err(|e| eyre::eyre!("account keystore {}: {e}", keystore.display()))
 }
 

@@ -147,6 +147,11 @@ pub struct ApiConfig {
     /// `PUT /content` is refused (507) once the content store holds about this
     /// many bytes.
     pub content_quota_bytes: u64,
+    /// Open HTTP connections at once; more are closed on accept.
+    pub max_connections: usize,
+    /// Seconds a connection may take to send a request's headers, also while
+    /// idle between keep-alive requests; then it is closed.
+    pub header_timeout_secs: u64,
 }
 
 impl Default for ApiConfig {
@@ -157,6 +162,8 @@ impl Default for ApiConfig {
             content_token_file: None,
             max_concurrent_puts: 2,
             content_quota_bytes: 4 << 30,
+            max_connections: 256,
+            header_timeout_secs: 10,
         }
     }
 }

@@ -716,7 +716,7 @@ impl Devnet {
             let node_dir = dir.join(format!("node{i}"));
             std::fs::create_dir_all(&node_dir)?;
             let password_file = node_dir.join("password");
-            std::fs::write(&password_file, PASSWORD)?;
+            keys::write_private(&password_file, PASSWORD.as_bytes())?;
             let secret = keys::generate()?;
             let bls_keystore = node_dir.join("bls-keystore.json");
             keys::save(
@@ -735,6 +735,11 @@ impl Devnet {
                 Some("account.json"),
             )
             .map_err(|e| eyre!("account keystore: {e}"))?;
+            // eth-keystore creates the file with the umask's mode (0644): make it private.
+            std::fs::set_permissions(
+                node_dir.join("account.json"),
+                std::os::unix::fs::PermissionsExt::from_mode(0o600),
+            )?;
             let operator = account.address();
             let _: () = provider
                 .raw_request(

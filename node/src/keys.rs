@@ -7,6 +7,7 @@ use alloy_primitives::hex;
 use eyre::{bail, eyre, WrapErr};
 use resolvd_consensus::SecretKey;
 use serde_json::json;
+use zeroize::Zeroizing;
 use std::{
     fs,
     io::Write,
@@ -27,19 +28,25 @@ pub struct PasswordArgs {
 }
 
 impl PasswordArgs {
-    /// The password.
-    pub fn password(&self) -> eyre::Result<String> {
-        match &self.password_file {
-            Some(path) => {
-                let text = fs::read_to_string(path)
-                    .wrap_err_with(|| format!("reading password file {}", path.display()))?;
-                let text = text.strip_suffix('\n').unwrap_or(&text);
-                Ok(text.strip_suffix('\r').unwrap_or(text).to_owned())
-            }
+    /// The password, wiped from memory when dropped (the whole buffer: zeroize
+    /// clears a `String`'s spare capacity too, so the trimmed newline goes with it).
+    pub fn password(&self) -> eyre::Result<Zeroizing<String>> {
+        let mut text = Zeroizing::new(match &self.password_file {
+            Some(path) => fs::read_to_string(path)
+                .wrap_err_with(|| format!("reading password file {}", path.display()))?,
             None => std::env::var(PASSWORD_ENV).map_err(|_| {
                 eyre!("no password: pass --password-file FILE or set ${PASSWORD_ENV}")
-            }),
+            })?,
+        });
+        if self.password_file.is_some() {
+            if text.ends_with('\n') {
+                text.pop();
+            }
+            if text.ends_with('\r') {
+                text.pop();
+            }
         }
+        Ok(text)
     }
 }
 
@@ -81,17 +88,17 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> eyre::Result<()> {
 
 /// A fresh key from 32 bytes of OS randomness (EIP-2333 master key).
 pub fn generate() -> eyre::Result<SecretKey> {
-    let mut seed = zeroize::Zeroizing::new([0u8; 32]);
+    let mut seed = Zeroizing::new([0u8; 32]);
     getrandom::fill(seed.as_mut()).map_err(|e| eyre!("randomness: {e}"))?;
     Ok(SecretKey::from_seed(seed.as_ref())?)
 }
 
 /// Reads a hex secret key (as `keys import` takes it) from a file.
 pub fn read_secret(path: &Path) -> eyre::Result<SecretKey> {
-    let text = zeroize::Zeroizing::new(
+    let text = Zeroizing::new(
         fs::read_to_string(path).wrap_err_with(|| format!("reading {}", path.display()))?,
     );
-    let bytes = zeroize::Zeroizing::new(
+    let bytes = Zeroizing::new(
         hex::decode(text.trim()).map_err(|_| eyre!("the secret file must hold 32 bytes of hex"))?,
     );
     let bytes: [u8; 32] =

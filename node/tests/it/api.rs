@@ -1,6 +1,7 @@
 //! The HTTP API's write side on a real listener (127.0.0.1) over a real
 //! RocksDB: bearer token, refused writes on a public listener without one,
-//! bounded concurrent uploads, the content quota.
+//! bounded concurrent uploads, the content quota, the connection limit and
+//! the header timeout (idle and slowloris connections).
 
 use alloy_primitives::B256;
 use resolvd_node::{
@@ -117,4 +118,65 @@ async fn uploads_are_bounded_in_number_and_by_the_quota() {
             .status();
         assert_eq!(status.as_u16(), want, "upload {n}");
     }
+}
+
+/// `read` until the peer closes (Ok(0) or a reset), or `None` after `within`.
+async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> Option<Duration> {
+    use tokio::io::AsyncReadExt;
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(within, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return started.elapsed(),
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_bounded_and_idle_or_slow_ones_time_out() {
+    use tokio::{io::AsyncWriteExt, net::TcpStream};
+    let (url, _d) =
+        serve(ApiConfig { max_connections: 4, header_timeout_secs: 1, ..ApiConfig::default() })
+            .await;
+    let addr = url.trim_start_matches("http://").to_owned();
+    // The helper's health-check connection is gone once its client is dropped.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Three idle connections and one slowloris (headers trickling in) fill the limit.
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    let mut slow = TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let trickle = tokio::spawn(async move {
+        for _ in 0..20 {
+            if slow.write_all(b"X-Slow: 1\r\n").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        slow
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A fifth connection is closed on accept ...
+    let mut fifth = TcpStream::connect(&addr).await.unwrap();
+    assert!(closed_within(&mut fifth, Duration::from_millis(500)).await.is_some(), "over the limit");
+    // ... while the first ones are still open ...
+    assert!(closed_within(&mut idle[0], Duration::from_millis(200)).await.is_none());
+    // ... until the header timeout (1 s) closes every one, the slowloris too.
+    for conn in &mut idle {
+        let after = closed_within(conn, Duration::from_secs(5)).await;
+        assert!(after.is_some(), "an idle connection outlived the header timeout");
+    }
+    let mut slow = trickle.await.unwrap();
+    assert!(closed_within(&mut slow, Duration::from_secs(3)).await.is_some(), "slowloris kept open");
+    // Then the API serves again.
+    let ok = reqwest::get(format!("{url}/health")).await.unwrap();
+    assert_eq!(ok.status(), 200);
 }
