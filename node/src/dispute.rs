@@ -88,6 +88,9 @@ pub struct EngineConfig {
     pub republish: Duration,
     /// How long a settled or expired dispute stays in memory.
     pub retain_settled: Duration,
+    /// Evicted deal ids remembered so late gossip about them costs nothing
+    /// (oldest forgotten first; a forgotten one costs one confirmation).
+    pub max_finished: usize,
     /// Gossip announcements checked against the chain at once.
     pub max_confirming: usize,
     /// Oldest epoch (below the current one) whose committee evidence may name.
@@ -105,6 +108,7 @@ impl Default for EngineConfig {
             buffer_ttl: Duration::from_secs(120),
             republish: Duration::from_secs(4),
             retain_settled: Duration::from_secs(600),
+            max_finished: 65_536,
             max_confirming: 32,
             evidence_epochs: 1_024,
             submits: true,
@@ -408,6 +412,42 @@ pub enum Action {
     },
     /// Write evidence as a file for operators and `resolvd slash`.
     WriteEvidence(Box<ConflictEvidence>, Vec<u32>),
+    /// Delete a finished dispute's records (dispute, partials, certificate)
+    /// once it left memory. Slashing protection and slashing records stay.
+    Prune(B256),
+}
+
+/// A set of the newest `cap` ids (insertion order; the oldest is forgotten first).
+#[derive(Debug)]
+struct Recent {
+    set: HashSet<B256>,
+    order: VecDeque<B256>,
+    cap: usize,
+}
+
+impl Recent {
+    fn new(cap: usize) -> Self {
+        Self { set: HashSet::new(), order: VecDeque::new(), cap: cap.max(1) }
+    }
+
+    fn insert(&mut self, id: B256) {
+        if self.set.insert(id) {
+            self.order.push_back(id);
+            while self.order.len() > self.cap {
+                if let Some(old) = self.order.pop_front() {
+                    self.set.remove(&old);
+                }
+            }
+        }
+    }
+
+    fn contains(&self, id: &B256) -> bool {
+        self.set.contains(id)
+    }
+
+    fn len(&self) -> usize {
+        self.set.len()
+    }
 }
 
 struct Dispute {
@@ -517,8 +557,8 @@ pub struct Engine {
     builders: BTreeMap<u64, CertificateBuilder>,
     conflict: ConflictDetector,
     disputes: HashMap<B256, Dispute>,
-    /// Deals settled or expired and evicted from memory.
-    finished: HashSet<B256>,
+    /// Deals settled or expired and evicted from memory (the newest `max_finished`).
+    finished: Recent,
     /// Partials for disputes not confirmed here yet (or whose committee is loading).
     buffered: HashMap<B256, Vec<Buffered>>,
     buffered_len: usize,
@@ -547,6 +587,7 @@ impl Engine {
         me: Option<PublicKey>,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let finished = Recent::new(cfg.max_finished);
         Self {
             chain_id: domain.chain_id,
             escrow: domain.verifying_contract,
@@ -563,7 +604,7 @@ impl Engine {
             committee_retry: BTreeMap::new(),
             builders: BTreeMap::new(),
             disputes: HashMap::new(),
-            finished: HashSet::new(),
+            finished,
             buffered: HashMap::new(),
             buffered_len: 0,
             deferred: HashMap::new(),
@@ -626,6 +667,11 @@ impl Engine {
     /// No dispute in memory.
     pub fn is_empty(&self) -> bool {
         self.disputes.is_empty()
+    }
+
+    /// Evicted deal ids remembered (at most `max_finished`).
+    pub fn finished_len(&self) -> usize {
+        self.finished.len()
     }
 
     /// Partials held for unconfirmed disputes.
@@ -726,13 +772,17 @@ impl Engine {
         now: Instant,
     ) {
         let deal_id = info.deal_id;
-        if status != DisputeStatus::Active {
-            // Finished before the restart: nothing to do, remember the id so
-            // late gossip for it costs nothing.
-            self.finished.insert(deal_id);
+        if self.disputes.contains_key(&deal_id) || self.finished.contains(&deal_id) {
             return;
         }
-        if self.disputes.contains_key(&deal_id) {
+        if status != DisputeStatus::Active {
+            // Finished before the restart: nothing to do; held (and shown) for
+            // `retain_settled` like any finished dispute, then pruned.
+            let mut d = Dispute::new(info, now);
+            let phase =
+                if status == DisputeStatus::Settled { Phase::Settled } else { Phase::Expired };
+            d.finish(phase, now);
+            self.disputes.insert(deal_id, d);
             return;
         }
         let mut d = Dispute::new(info, now);
@@ -1710,6 +1760,7 @@ impl Engine {
         }
         self.conflict.forget_deal(deal_id);
         self.deferred.retain(|_, (p, _)| p.commitment.deal_id != *deal_id);
+        self.push(Action::Prune(*deal_id));
     }
 }
 

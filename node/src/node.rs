@@ -27,7 +27,7 @@ use crate::{
     },
     metrics::{GossipLabel, Metrics},
     p2p::{self, Behaviour, BehaviourEvent, Gossip, P2pConfig, Topic},
-    store::{SharedStore, Store},
+    store::{DisputeStatus, SharedStore, Store},
 };
 use alloy_primitives::{Address, B256};
 use futures::StreamExt;
@@ -332,7 +332,11 @@ impl Node {
         // Committees of the restored disputes (and of the current epoch), at
         // the confirmed block; then the disputes themselves.
         let disputes = self.store.disputes()?;
-        let mut epochs: Vec<u64> = disputes.iter().map(|(a, _)| a.epoch).collect();
+        let mut epochs: Vec<u64> = disputes
+            .iter()
+            .filter(|(_, status)| *status == DisputeStatus::Active)
+            .map(|(a, _)| a.epoch)
+            .collect();
         epochs.push(epoch);
         epochs.sort_unstable();
         epochs.dedup();
@@ -346,6 +350,11 @@ impl Node {
         self.engine.on_epoch(epoch);
         for (info, status) in disputes {
             let deal_id = info.deal_id;
+            if status != DisputeStatus::Active {
+                // Held until evicted, then pruned; nothing else is needed.
+                self.engine.restore(info, status, Vec::new(), None, now);
+                continue;
+            }
             let partials = self.store.partials(&deal_id)?;
             // Undecodable bytes are dropped like a certificate that does not verify.
             let certificate = self
@@ -583,6 +592,11 @@ impl Node {
                     self.store.put_content("verdict-envelope", &envelope.to_canonical_bytes())
                 {
                     self.store_error("cannot persist envelope", None, &e);
+                }
+            }
+            Action::Prune(deal_id) => {
+                if let Err(e) = self.store.prune_deal(&deal_id) {
+                    self.store_error("cannot prune a finished dispute", Some(&deal_id), &e);
                 }
             }
             Action::PersistSlashed { deal_id, resolver, tx } => {

@@ -220,6 +220,21 @@ impl Store {
         Ok(out)
     }
 
+    /// Deletes a finished dispute's records: the dispute, its partials and its
+    /// certificate, in one atomic batch. Slashing-protection and slashing
+    /// records are never pruned (protection must outlive every restart).
+    pub fn prune_deal(&self, deal_id: &B256) -> Result<(), StoreError> {
+        let mut batch = rocksdb::WriteBatch::default();
+        batch.delete_cf(self.cf("disputes"), deal_id);
+        batch.delete_cf(self.cf("certificates"), deal_id);
+        let mut end = deal_id.to_vec();
+        end.extend_from_slice(&[0xff; 5]);
+        // Partial keys are dealId ‖ u32 index: every one sorts below dealId ‖ ff×5.
+        batch.delete_range_cf(self.cf("partials"), deal_id.as_slice(), end.as_slice());
+        self.db.write(batch)?;
+        Ok(())
+    }
+
     /// Persists a partial signature (ours or a verified one received).
     pub fn put_partial(&self, p: &SignedVerdict) -> Result<(), StoreError> {
         let mut key = p.commitment.deal_id.to_vec();
@@ -451,5 +466,60 @@ pub(crate) mod tests {
         let err = signer.sign(&domain(), &commitment(ReexecVerdict::Failed)).unwrap_err();
         assert!(matches!(err, Error::SlashingProtection { .. }), "{err}");
         signer.sign(&domain(), &commitment(ReexecVerdict::Reproduced)).unwrap();
+    }
+
+    #[test]
+    fn pruning_a_deal_deletes_only_its_records_and_never_protection() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let d = domain();
+        let mut signer = ProtectedSigner::new(SecretKey::from_seed(&[7; 32]).unwrap(), &store);
+        let c = commitment(ReexecVerdict::Reproduced);
+        signer.sign(&d, &c).unwrap();
+        // Deal 0x01… and its neighbour 0x01…02 (a shared 31-byte prefix).
+        let mut neighbour = c;
+        neighbour.deal_id.0[31] = 2;
+        let announce = |deal_id: B256| DisputeAnnouncement {
+            chain_id: 31337,
+            escrow: Address::repeat_byte(0xe5),
+            deal_id,
+            spec_hash: c.spec_hash,
+            delivery_hash: c.delivery_hash,
+            prestate_anchor_hash: c.prestate_anchor_hash,
+            prestate_root: c.prestate_root,
+            backend_id: c.backend_id,
+            backend_version_hash: c.backend_version_hash,
+            epoch: 1,
+            resolve_deadline: 100,
+            block_number: 1,
+            tx_hash: B256::ZERO,
+        };
+        for commitment in [c, neighbour] {
+            store.put_dispute(&announce(commitment.deal_id), DisputeStatus::Settled).unwrap();
+            for signer_index in [0, 1, u32::MAX] {
+                let signature = [signer_index as u8; 96].into();
+                store
+                    .put_partial(&SignedVerdict { commitment, epoch: 1, signer_index, signature })
+                    .unwrap();
+            }
+            store
+                .put_certificate(&QuorumCertificate {
+                    commitment,
+                    epoch: 1,
+                    non_signer_indices: vec![],
+                    aggregate_signature: [9; 96].into(),
+                })
+                .unwrap();
+        }
+        store.prune_deal(&c.deal_id).unwrap();
+        assert!(store.partials(&c.deal_id).unwrap().is_empty());
+        assert_eq!(store.certificate(&c.deal_id).unwrap(), None);
+        assert_eq!(store.partials(&neighbour.deal_id).unwrap().len(), 3);
+        assert!(store.certificate(&neighbour.deal_id).unwrap().is_some());
+        let left: Vec<B256> = store.disputes().unwrap().iter().map(|(a, _)| a.deal_id).collect();
+        assert_eq!(left, vec![neighbour.deal_id]);
+        // Protection outlives the pruning: a different commitment is still refused.
+        let err = signer.sign(&d, &commitment(ReexecVerdict::Failed)).unwrap_err();
+        assert!(matches!(err, Error::SlashingProtection { .. }), "{err}");
     }
 }

@@ -441,9 +441,9 @@ fn restore_resends_the_same_partial_and_drops_a_stored_certificate_that_does_not
     rig.engine.restore(b.clone(), DisputeStatus::Active, vec![], None, rig.now);
     assert!(matches!(rig.drain()[..], [Action::Confirm { source: ConfirmSource::Chain, .. }]));
     assert!(rig.engine.view(&b.deal_id).is_none());
-    // Settled ones are not reloaded into memory, and cost nothing later.
+    // Settled ones are held as settled (until evicted and pruned), and cost nothing later.
     rig.engine.restore(announcement(4), DisputeStatus::Settled, vec![], None, rig.now);
-    assert!(rig.engine.view(&B256::repeat_byte(4)).is_none());
+    assert_eq!(rig.phase(&announcement(4)), Phase::Settled);
     rig.gossip_partial(
         partial(1, EPOCH, commitment(&announcement(4), ReexecVerdict::Reproduced)),
         origin(1),
@@ -735,4 +735,122 @@ fn a_non_member_observes_and_a_protection_refusal_is_final() {
     rig.later(Duration::from_secs(600));
     rig.engine.on_tick(rig.now);
     assert!(rig.drain().iter().all(|x| !matches!(x, Action::Gather(_) | Action::Sign { .. })));
+}
+
+/// Deal `n`'s announcement (distinct ids beyond the u8 ones above).
+fn numbered(n: u32) -> DisputeAnnouncement {
+    let mut a = announcement(0);
+    a.deal_id.0[..4].copy_from_slice(&n.to_be_bytes());
+    a.deal_id.0[31] = 0xee;
+    a
+}
+
+fn prunes(actions: &[Action]) -> usize {
+    actions.iter().filter(|a| matches!(a, Action::Prune(_))).count()
+}
+
+#[test]
+fn ten_thousand_settled_disputes_leave_bounded_state_and_are_pruned_from_the_store() {
+    let cfg = EngineConfig {
+        retain_settled: Duration::from_secs(10),
+        max_finished: 1_000,
+        ..EngineConfig::default()
+    };
+    let mut rig = Rig::with(Some(0), cfg);
+    let mut pruned = 0;
+    for n in 0..10_000 {
+        let a = numbered(n);
+        rig.confirm(&a);
+        if n % 500 == 0 {
+            // Some with partials, so builders and conflict state exist too.
+            let c = commitment(&a, ReexecVerdict::Reproduced);
+            rig.gossip_partial(partial(1, EPOCH, c), origin(1));
+            rig.batch();
+        }
+        rig.engine.on_settled_log(a.deal_id, None, rig.now);
+        if n % 100 == 99 {
+            rig.later(Duration::from_secs(1));
+            rig.engine.on_tick(rig.now);
+            pruned += prunes(&rig.drain());
+            // Only the last ~10 s (1,000 disputes) are held.
+            assert!(rig.engine.len() <= 1_100, "{} held", rig.engine.len());
+        }
+    }
+    rig.later(Duration::from_secs(10));
+    rig.engine.on_tick(rig.now);
+    pruned += prunes(&rig.drain());
+    assert_eq!(pruned, 10_000, "every finished dispute is pruned once");
+    assert_eq!(rig.engine.len(), 0);
+    assert_eq!(rig.engine.finished_len(), 1_000, "remembered ids are capped");
+    assert_eq!(rig.engine.builders[&EPOCH].groups(), 0);
+    // The newest evicted deal is still recognised; the oldest costs one confirmation.
+    rig.engine.on_gossip(origin(3), Gossip::Dispute(numbered(9_999)), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, MessageAcceptance::Ignore)]);
+    rig.engine.on_gossip(origin(4), Gossip::Dispute(numbered(0)), rig.now);
+    assert!(rig.drain().iter().any(|x| matches!(x, Action::Confirm { .. })));
+}
+
+#[test]
+fn a_dispute_finished_before_a_restart_is_held_then_pruned() {
+    let cfg = EngineConfig { retain_settled: Duration::from_secs(10), ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    let a = announcement(1);
+    rig.engine.restore(a.clone(), DisputeStatus::Settled, Vec::new(), None, rig.now);
+    assert_eq!(rig.phase(&a), Phase::Settled);
+    assert!(rig.drain().is_empty(), "nothing to redo for a settled dispute");
+    rig.later(Duration::from_secs(10));
+    rig.engine.on_tick(rig.now);
+    assert!(matches!(rig.drain()[..], [Action::Prune(id)] if id == a.deal_id));
+    assert!(rig.engine.is_empty());
+}
+
+/// Not a test: the memory and tick cost of 10,000 settled disputes with and
+/// without eviction (`cargo test -p resolvd-node --lib --release -- --ignored
+/// --nocapture settled_dispute_cost`). Each dispute has this node's partial
+/// and two others' and a certificate, as on a real 4-member committee.
+#[test]
+#[ignore = "a measurement; prints figures"]
+fn settled_dispute_cost() {
+    fn rss_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+    // Evicted first: the allocator keeps what the kept run frees, which would
+    // hide the evicted run's growth.
+    for (label, retain) in
+        [("evicted", Duration::ZERO), ("kept (no eviction)", Duration::from_secs(1 << 30))]
+    {
+        let cfg = EngineConfig { retain_settled: retain, ..EngineConfig::default() };
+        let mut rig = Rig::with(Some(0), cfg);
+        let before = rss_kib();
+        let started = Instant::now();
+        for n in 0..10_000 {
+            let a = numbered(n);
+            let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+            for s in [1, 2] {
+                rig.gossip_partial(partial(s, EPOCH, own.commitment), origin(s as u8));
+            }
+            rig.batch();
+            rig.engine.on_settled_log(a.deal_id, None, rig.now);
+            rig.engine.on_tick(rig.now);
+            rig.drain();
+        }
+        let fed = started.elapsed();
+        let after = rss_kib();
+        let ticks = 1_000;
+        let started = Instant::now();
+        for _ in 0..ticks {
+            rig.engine.on_tick(rig.now);
+        }
+        let tick = started.elapsed() / ticks;
+        println!(
+            "{label}: {} disputes held, RSS +{} KiB, tick {tick:?}, 10,000 disputes fed in {fed:?}",
+            rig.engine.len(),
+            after.saturating_sub(before),
+        );
+    }
 }
