@@ -351,3 +351,122 @@ async fn a_send_that_fails_at_the_rpc_leaves_no_nonce_gap() {
     assert_eq!(queued["queued"], serde_json::json!("0x0"), "{queued}");
     assert!(proxy.count("eth_sendRawTransaction") >= 5);
 }
+
+/// Before: 60 requests for one 16 MiB document on one connection took the
+/// node from 77 MiB to 2.0 GiB RSS and delayed another peer's small request
+/// from ~5 ms to 5.4 s (served on the event loop, buffered whole). Now the
+/// flooding peer is served at most its per-peer concurrency at once and
+/// answered "not found" beyond it, and an honest peer's requests are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_content_flood_is_bounded_and_does_not_starve_other_peers() {
+    use libp2p::{request_response, swarm::SwarmEvent};
+    use resolvd_node::{
+        content::MAX_SERVING_PER_PEER,
+        p2p::{build_swarm, BehaviourEvent},
+    };
+    use resolvd_proto::wire::ContentRequest;
+
+    let net = launch(|_| {}).await;
+    let node = &net.0.nodes[0];
+    let big: Vec<u8> = (0..resolvd_proto::codec::MAX_DOCUMENT_LEN - 1024)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
+        .collect();
+    let big_hash = resolvd_proto::content_hash("spec", &big);
+    assert_eq!(node.put_content("spec", big_hash, big).await.unwrap(), 201);
+    let small = b"a small document".to_vec();
+    let small_hash = resolvd_proto::content_hash("spec", &small);
+    assert_eq!(node.put_content("spec", small_hash, small).await.unwrap(), 201);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_before = node.rss_kib().unwrap();
+
+    let config = crate::p2p::loopback(2, Duration::from_millis(200));
+    let mut attacker = build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
+    let mut honest = build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
+    let target: libp2p::Multiaddr = node.p2p.parse().unwrap();
+    attacker.dial(target.clone()).unwrap();
+    honest.dial(target).unwrap();
+
+    let flood = 60;
+    let (mut served, mut refused, mut failed) = (0, 0, 0);
+    let mut failures: HashMap<String, usize> = HashMap::new();
+    let mut honest_peer = None;
+    let mut asked_at = HashMap::new();
+    let mut honest_latencies = Vec::new();
+    let mut rss_peak = rss_before;
+    let mut sample = tokio::time::interval(Duration::from_millis(50));
+    let deadline = tokio::time::sleep(Duration::from_secs(120));
+    tokio::pin!(deadline);
+    while served + refused + failed < flood || honest_latencies.len() < 10 {
+        tokio::select! {
+            _ = &mut deadline => panic!(
+                "timed out: {served} served, {refused} refused, {failed} failed, {} honest answers",
+                honest_latencies.len()
+            ),
+            _ = sample.tick() => {
+                rss_peak = rss_peak.max(node.rss_kib().unwrap_or(0));
+                if let Some(peer) = honest_peer {
+                    if asked_at.is_empty() && honest_latencies.len() < 10 {
+                        let request = ContentRequest { hash: small_hash, type_tag: "spec" };
+                        let id = honest.behaviour_mut().content.send_request(&peer, request);
+                        asked_at.insert(id, std::time::Instant::now());
+                    }
+                }
+            }
+            ev = attacker.select_next_some() => match ev {
+                SwarmEvent::ConnectionEstablished { peer_id, .. } => {
+                    for _ in 0..flood {
+                        let request = ContentRequest { hash: big_hash, type_tag: "spec" };
+                        attacker.behaviour_mut().content.send_request(&peer_id, request);
+                    }
+                }
+                SwarmEvent::Behaviour(BehaviourEvent::Content(request_response::Event::Message {
+                    message: request_response::Message::Response { response, .. }, ..
+                })) => match response.result {
+                    Ok(bytes) => {
+                        assert_eq!(resolvd_proto::content_hash("spec", &bytes), big_hash);
+                        served += 1;
+                    }
+                    Err(_) => refused += 1,
+                },
+                SwarmEvent::Behaviour(BehaviourEvent::Content(
+                    request_response::Event::OutboundFailure { error, .. },
+                )) => {
+                    failed += 1;
+                    *failures.entry(error.to_string()).or_insert(0) += 1;
+                }
+                _ => {}
+            },
+            ev = honest.select_next_some() => match ev {
+                SwarmEvent::ConnectionEstablished { peer_id, .. } => honest_peer = Some(peer_id),
+                SwarmEvent::Behaviour(BehaviourEvent::Content(request_response::Event::Message {
+                    message: request_response::Message::Response { request_id, response }, ..
+                })) => {
+                    assert!(response.result.is_ok(), "the honest peer was refused");
+                    let at = asked_at.remove(&request_id).unwrap();
+                    honest_latencies.push(at.elapsed());
+                }
+                SwarmEvent::Behaviour(BehaviourEvent::Content(
+                    request_response::Event::OutboundFailure { error, .. },
+                )) => panic!("the honest request failed: {error}"),
+                _ => {}
+            },
+        }
+    }
+    honest_latencies.sort();
+    #[allow(clippy::disallowed_macros)]
+    {
+        eprintln!(
+            "content flood: {flood} requests for a 16 MiB document: {served} served, {refused} \
+             refused, {failed} failed {failures:?}; node RSS {} MiB before, peak {} MiB; honest small \
+             request latency median {:?}, max {:?}",
+            rss_before / 1024,
+            rss_peak / 1024,
+            honest_latencies[honest_latencies.len() / 2],
+            honest_latencies.last().unwrap(),
+        );
+    }
+    assert!(served >= 1, "the first requests are served");
+    assert!(served <= MAX_SERVING_PER_PEER, "{served} served at once to one peer");
+    let mut net = net;
+    assert!(net.0.nodes[0].running(), "node 0 died");
+}
