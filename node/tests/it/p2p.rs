@@ -182,3 +182,104 @@ async fn gossip_validation_scoring_and_content_fetch() {
         }
     }
 }
+
+/// A peer that answers every content request: with `doc`'s bytes if it holds
+/// them, else "not found" (a Sybil). Counts the requests it gets.
+fn serve_content(
+    mut swarm: Swarm<Behaviour>,
+    docs: Vec<(B256, Vec<u8>)>,
+    asked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    tokio::spawn(async move {
+        loop {
+            if let SwarmEvent::Behaviour(BehaviourEvent::Content(request_response::Event::Message {
+                message: request_response::Message::Request { request, channel, .. },
+                ..
+            })) = swarm.select_next_some().await
+            {
+                asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let result = docs
+                    .iter()
+                    .find(|(h, _)| *h == request.hash)
+                    .map(|(_, b)| Bytes::from(b.clone()))
+                    .ok_or(ContentUnavailable::NotFound);
+                let response = ContentResponse { hash: request.hash, result };
+                let _ = swarm.behaviour_mut().content.send_response(channel, response);
+            }
+        }
+    });
+}
+
+/// Twelve Sybils answering "not found" and one honest peer: a fetch asks
+/// random peers, never the same one twice in a round, and escalates to the
+/// peers not asked yet, so the honest one is always reached (before: the
+/// first 8 peers in the swarm's fixed order were asked, and only they).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sybils_answering_not_found_cannot_eclipse_a_content_fetch() {
+    use resolvd_node::{content::ContentService, metrics::Metrics, store::Store};
+    use std::sync::{atomic::AtomicUsize, atomic::Ordering, Arc};
+    let docs: Vec<(B256, Vec<u8>)> = (0..5u8)
+        .map(|n| {
+            let bytes = vec![n; 100];
+            (content_hash("spec", &bytes), bytes)
+        })
+        .collect();
+    let mut requester = build_swarm(Keypair::generate_ed25519(), &config()).unwrap();
+    let mut addrs = Vec::new();
+    let sybil_asks = Arc::new(AtomicUsize::new(0));
+    let honest_asks = Arc::new(AtomicUsize::new(0));
+    for i in 0..13 {
+        let mut s = build_swarm(Keypair::generate_ed25519(), &config()).unwrap();
+        addrs.push(listen_addr(&mut s).await);
+        if i == 6 {
+            serve_content(s, docs.clone(), honest_asks.clone());
+        } else {
+            serve_content(s, Vec::new(), sybil_asks.clone());
+        }
+    }
+    for a in &addrs {
+        requester.dial(a.clone()).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path()).unwrap());
+    let mut service = ContentService::new(Arc::new(Metrics::default()));
+    let no_inbound = |_| {};
+    let mut connected = 0;
+    let mut next = 0;
+    let deadline = tokio::time::sleep(Duration::from_secs(60));
+    tokio::pin!(deadline);
+    while next < docs.len() {
+        tokio::select! {
+            _ = &mut deadline => panic!(
+                "document {next} never fetched: {} Sybil and {} honest requests",
+                sybil_asks.load(Ordering::Relaxed),
+                honest_asks.load(Ordering::Relaxed)
+            ),
+            ev = requester.select_next_some() => match ev {
+                SwarmEvent::ConnectionEstablished { .. } => {
+                    connected += 1;
+                    if connected == addrs.len() {
+                        service.fetch(&mut requester, docs[0].0, "spec");
+                    }
+                }
+                SwarmEvent::Behaviour(BehaviourEvent::Content(event)) => {
+                    service.on_event(&mut requester, &store, &no_inbound, event);
+                    if store.get_content(&docs[next].0).unwrap().is_some() {
+                        // Each peer was asked at most once for this document.
+                        let asked = sybil_asks.swap(0, Ordering::Relaxed)
+                            + honest_asks.swap(0, Ordering::Relaxed);
+                        assert!(asked <= addrs.len(), "document {next}: {asked} requests");
+                        next += 1;
+                        if next < docs.len() {
+                            service.fetch(&mut requester, docs[next].0, "spec");
+                        }
+                    } else {
+                        // A round ended with "not found" everywhere: the next one.
+                        service.fetch(&mut requester, docs[next].0, "spec");
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+}
