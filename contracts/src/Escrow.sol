@@ -451,8 +451,9 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     }
 
     /// @dev The only way a deal's funds become withdrawable: marks the deal resolved and credits
-    ///      the parties; nothing is transferred, so it cannot revert on a recipient.
-    function _settle(bytes32 dealId, Deal storage d, Settlement how) internal {
+    ///      the parties; nothing is transferred, so it cannot revert on a recipient. Virtual
+    ///      only so that test/mutants can break it (same bytecode as non-virtual).
+    function _settle(bytes32 dealId, Deal storage d, Settlement how) internal virtual {
         bool delivered = d.deliveredAt != 0;
         uint256 bond = delivered ? d.sellerBond : 0;
         uint256 amount = d.amount;

@@ -12,7 +12,22 @@ import {Vectors} from "../utils/Vectors.sol";
 /// @notice Drives the escrow and the registry with random but well-typed actions over the four
 ///         vector deals and eight vector resolvers, keeping ghost totals for the invariants.
 ///         Every certificate and evidence is an aggregate of real Rust-made partial signatures.
+///         Every certificate the contracts accept (a settling `resolve`, or `verifyCertificate`
+///         for any epoch the registry produced) is recorded, so the accountable-safety
+///         invariant works on what was actually accepted.
 contract EscrowHandler is Vectors {
+    /// @notice A certificate the contracts accepted: deal, side (0 = Reproduced, 1 = Failed),
+    ///         the epoch it was verified against, its signers (bit i: resolver i), when it was
+    ///         last accepted and whether it settled its deal.
+    struct Cert {
+        uint8 deal;
+        uint8 side;
+        uint64 epoch;
+        uint64 acceptedAt;
+        uint16 signers;
+        bool settled;
+    }
+
     Escrow internal immutable escrow;
     ResolverRegistry internal immutable registry;
     TestToken internal immutable token;
@@ -29,6 +44,9 @@ contract EscrowHandler is Vectors {
     /// @dev [deal][0 = Reproduced, 1 = Failed]
     VerdictCommitment[2][DEALS] internal commitments;
     bytes[RESOLVERS][2][DEALS] internal partials;
+    /// @dev Bound of distinct recorded certificates (keeps the pairwise check affordable; a
+    ///      run rarely reaches it, and `calls["certify-unrecorded"]` counts when it does).
+    uint256 internal constant MAX_CERTS = 32;
 
     // ghosts
     uint256[DEALS] public settlements;
@@ -37,7 +55,9 @@ contract EscrowHandler is Vectors {
     bool public badSettlement;
     /// @dev When each resolver's bond left the registry (0: not withdrawn).
     uint256[RESOLVERS] public withdrawnAt;
-    bool[DEALS] public quorumsSlashed;
+    /// @dev Accepted certificates, distinct by (deal, side, epoch, signers).
+    Cert[] internal _certs;
+    mapping(bytes32 => uint256) internal _certIndexPlusOne;
     mapping(bytes32 => uint256) public calls;
     bytes public lastRefusal;
 
@@ -219,6 +239,7 @@ contract EscrowHandler is Vectors {
         try escrow.resolve(commitments[k][o], non, sig) {
             settlements[k]++;
             calls["resolve"]++;
+            _record(k, o, d.epoch, signers, true);
             (uint256 signed, uint256 total) = _stakes(d.epoch, non);
             if (signed * 3 < total * 2 || block.timestamp > d.resolveDeadline) {
                 badSettlement = true;
@@ -254,7 +275,8 @@ contract EscrowHandler is Vectors {
         calls["release-reclaim"]++;
     }
 
-    /// @dev Evidence from any two subsets of the two sides of one deal. Slashing removes the
+    /// @dev Evidence from any two subsets of the two sides of one deal, each from any epoch the
+    ///      registry produced (picked by bits 16 and up of its mask). Slashing removes the
     ///      equivocators every quorum needs, so only a third of the calls act, to leave the
     ///      campaign room to resolve deals too.
     function slash(uint256 k, uint256 maskA, uint256 maskB) external {
@@ -262,16 +284,96 @@ contract EscrowHandler is Vectors {
         k %= DEALS;
         Evidence memory a;
         Evidence memory b;
-        (a.signers,, a.signature) = _aggregate(k, 0, maskA, 8);
-        (b.signers,, b.signature) = _aggregate(k, 1, maskB, 8);
+        (a.epoch, b.epoch) = (_anyEpoch(maskA >> 16), _anyEpoch(maskB >> 16));
+        (a.signers,, a.signature) = _aggregate(k, 0, maskA, a.epoch);
+        (b.signers,, b.signature) = _aggregate(k, 1, maskB, b.epoch);
         if (a.signers.length == 0 || b.signers.length == 0) return;
         (a.commitment, b.commitment) = (commitments[k][0], commitments[k][1]);
-        (a.epoch, b.epoch) = (8, 8);
         try registry.slashEquivocation(escrow.domainSeparator(), a, b) {
             calls["slash"]++;
-            if (maskA & 0x3f == 0x3f && maskB & 0xfc == 0xfc) quorumsSlashed[k] = true;
         } catch {
             calls["slash-refused"]++;
+        }
+    }
+
+    /// @dev One of the epochs the registry produced so far, `[1, currentEpoch]`.
+    function _anyEpoch(uint256 seed) internal view returns (uint256) {
+        return 1 + seed % registry.currentEpoch();
+    }
+
+    /// @dev A certificate of one side of deal `k` by a subset of its signers (every signer
+    ///      unless bit 8 of `mask` is set), for any epoch the registry produced so far
+    ///      (`1 + epochSeed % currentEpoch()`), checked with `verifyCertificate` as a
+    ///      third-party escrow would. Accepted certificates are recorded: two of them over
+    ///      different sides of a deal are a conflict the accountable-safety invariant checks.
+    function certify(uint256 k, bool reproduced, uint256 mask, uint256 epochSeed) external {
+        _certify(k % DEALS, reproduced ? 0 : 1, mask, _anyEpoch(epochSeed));
+    }
+
+    /// @dev Both sides of deal `k` certified, as by a coalition that signs both: Reproduced in
+    ///      the current epoch (bit 1 of `seed` clear) or any epoch, Failed in the same epoch
+    ///      (bit 0 clear) or any epoch; each side by all its signers unless bits 8 and 9 of its
+    ///      mask are set. Makes conflicts, within one epoch and across two, common in a run.
+    function equivocate(uint256 k, uint256 maskA, uint256 maskB, uint256 seed) external {
+        k %= DEALS;
+        uint256 epochA = seed & 2 == 0 ? registry.currentEpoch() : _anyEpoch(seed >> 8);
+        uint256 epochB = seed & 1 == 0 ? epochA : _anyEpoch(seed >> 128);
+        calls["equivocate"]++;
+        _certify(k, 0, maskA & 0x300 == 0x300 ? maskA : 0, epochA);
+        _certify(k, 1, maskB & 0x300 == 0x300 ? maskB : 0, epochB);
+    }
+
+    function _certify(uint256 k, uint256 o, uint256 mask, uint256 epoch) internal {
+        if (mask & 0x100 == 0) mask = type(uint256).max;
+        (uint256[] memory signers, uint256[] memory non, bytes memory sig) =
+            _aggregate(k, o, mask, epoch);
+        if (signers.length == 0) return;
+        calls["certify-attempt"]++;
+        try registry.verifyCertificate(epoch, escrow.verdictDigest(commitments[k][o]), non, sig) {
+            calls["certify"]++;
+            _record(k, o, epoch, signers, false);
+        } catch (bytes memory reason) {
+            lastRefusal = reason;
+            calls["certify-refused"]++;
+        }
+    }
+
+    /// @dev Records an accepted certificate (again: marks it settled, moves `acceptedAt`).
+    function _record(uint256 k, uint256 o, uint256 epoch, uint256[] memory signers, bool settled)
+        internal
+    {
+        uint256 mask;
+        for (uint256 i; i < signers.length; ++i) {
+            mask |= 1 << signers[i];
+        }
+        bytes32 key = keccak256(abi.encode(k, o, epoch, mask));
+        uint256 at = _certIndexPlusOne[key];
+        if (at == 0) {
+            if (_certs.length == MAX_CERTS) {
+                calls["certify-unrecorded"]++;
+                return;
+            }
+            _certs.push(
+                Cert({
+                    // forge-lint: disable-next-line(unsafe-typecast)
+                    deal: uint8(k),
+                    // forge-lint: disable-next-line(unsafe-typecast)
+                    side: uint8(o),
+                    // forge-lint: disable-next-line(unsafe-typecast)
+                    epoch: uint64(epoch),
+                    // forge-lint: disable-next-line(unsafe-typecast)
+                    acceptedAt: uint64(block.timestamp),
+                    // forge-lint: disable-next-line(unsafe-typecast)
+                    signers: uint16(mask),
+                    settled: settled
+                })
+            );
+            _certIndexPlusOne[key] = _certs.length;
+        } else {
+            Cert storage c = _certs[at - 1];
+            // forge-lint: disable-next-line(unsafe-typecast)
+            c.acceptedAt = uint64(block.timestamp);
+            c.settled = c.settled || settled;
         }
     }
 
@@ -317,12 +419,23 @@ contract EscrowHandler is Vectors {
         }
     }
 
-    /// @dev The two conflicting quorum certificates of a deal, submitted as evidence.
-    function slashQuorums(uint256 k) external {
-        if (k % 3 != 0) return;
-        this.slash(k, 0xff, 0xff);
-        // Either this call slashed, or every equivocator was already slashed for this deal.
-        quorumsSlashed[k % DEALS] = true;
+    /// @dev Two recorded conflicting certificates (the `a`-th and the next one from `b` that
+    ///      conflicts with it), submitted as evidence. A third of the calls act, like `slash`.
+    function slashRecorded(uint256 a, uint256 b) external {
+        uint256 n = _certs.length;
+        if (a % 3 != 0 || n < 2) return;
+        a = (a / 3) % n;
+        b %= n;
+        for (uint256 j; j < n; ++j) {
+            uint256 c = (b + j) % n;
+            if (!conflicting(a, c)) continue;
+            try registry.slashEquivocation(escrow.domainSeparator(), evidence(a), evidence(c)) {
+                calls["slash-recorded"]++;
+            } catch {
+                calls["slash-recorded-refused"]++; // every signer of both already slashed
+            }
+            return;
+        }
     }
 
     /// @dev The buyer or the seller withdraws its credits.
@@ -375,6 +488,7 @@ contract EscrowHandler is Vectors {
                 escrow.resolve(commitments[k][o], non, sig); // must not revert
                 settlements[k]++;
                 calls["resolve"]++;
+                _record(k, o, d.epoch, signers, true);
                 settled = true;
             }
             if (!settled) {
@@ -390,5 +504,39 @@ contract EscrowHandler is Vectors {
 
     function dealCount() external pure returns (uint256) {
         return DEALS;
+    }
+
+    /// @notice Number of distinct accepted certificates recorded.
+    function certCount() external view returns (uint256) {
+        return _certs.length;
+    }
+
+    /// @notice The `i`-th recorded certificate.
+    function cert(uint256 i) external view returns (Cert memory) {
+        return _certs[i];
+    }
+
+    /// @notice Whether recorded certificates `i` and `j` are over different commitments of one
+    ///         deal (the two sides), whatever their epochs.
+    function conflicting(uint256 i, uint256 j) public view returns (bool) {
+        Cert storage a = _certs[i];
+        Cert storage b = _certs[j];
+        return a.deal == b.deal && a.side != b.side;
+    }
+
+    /// @notice Recorded certificate `i` as slashing evidence: its commitment, epoch, explicit
+    ///         signers and their aggregate signature.
+    function evidence(uint256 i) public view returns (Evidence memory e) {
+        Cert storage c = _certs[i];
+        e.commitment = commitments[c.deal][c.side];
+        e.epoch = c.epoch;
+        uint256 mask = c.signers;
+        e.signers = new uint256[](_popcount(mask));
+        uint256 n;
+        for (uint256 r; r < RESOLVERS; ++r) {
+            if (mask & (1 << r) == 0) continue;
+            e.signers[n++] = r;
+            e.signature = _addG2(e.signature, partials[c.deal][c.side][r]);
+        }
     }
 }

@@ -4,10 +4,11 @@ pragma solidity 0.8.30;
 import {EscrowInvariants} from "./EscrowInvariants.sol";
 
 /// @notice Invariants of escrow + registry under random handler sequences (fund / deliver /
-///         challenge / resolve, also late and below threshold / timeout / release / reclaim /
-///         claim / slash, also forged / exit / withdraw / warp) on real BLS vectors. After
-///         every run the handler finishes every open dispute (a quorum side must settle, else
-///         it times out) and the call counters must show it.
+///         challenge / resolve, also late and below threshold / certify one side or equivocate
+///         on both, any epochs / timeout / release / reclaim / claim / slash, any epochs, also
+///         forged or from recorded certificates / exit / withdraw / warp) on real BLS vectors.
+///         After every run the handler finishes every open dispute (a quorum side must settle,
+///         else it times out) and the call counters must show it.
 contract EscrowInvariantTest is EscrowInvariants {
     function setUp() public {
         _setUpSystem();
@@ -39,7 +40,7 @@ contract EscrowInvariantTest is EscrowInvariants {
         checkSettlementsNeedQuorumBeforeDeadline();
     }
 
-    function invariant_accountableSafety() public view {
+    function invariant_accountableSafety() public {
         checkAccountableSafety();
     }
 
@@ -53,6 +54,7 @@ contract EscrowInvariantTest is EscrowInvariants {
         handler.finish();
         checkNoDoubleSettlement();
         checkEscrowConservesFunds();
+        checkAccountableSafety();
         require(
             handler.calls("resolve") + handler.calls("timeout") + handler.calls("cancelled")
                 == handler.calls("challenge"),

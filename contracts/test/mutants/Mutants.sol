@@ -3,7 +3,7 @@ pragma solidity 0.8.30;
 
 import {Escrow} from "../../src/Escrow.sol";
 import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
-import {Deal} from "../../src/interfaces/IEscrow.sol";
+import {Deal, DealState, Settlement} from "../../src/interfaces/IEscrow.sol";
 import {Evidence, RegistryParameters} from "../../src/interfaces/IResolverRegistry.sol";
 import {IResolverRegistry} from "../../src/interfaces/IResolverRegistry.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
@@ -25,6 +25,32 @@ contract NoThresholdRegistry is ResolverRegistry {
 
     function meetsThreshold(uint256, uint256 totalStake) public pure override returns (bool) {
         return totalStake != 0;
+    }
+}
+
+/// @notice Mutant: the threshold is one half, not more than half (two disjoint halves of a
+///         committee are both quorums: a conflict with nobody to slash).
+contract HalfThresholdRegistry is ResolverRegistry {
+    constructor(RegistryParameters memory p) ResolverRegistry(p) {}
+
+    function meetsThreshold(uint256 signedStake, uint256 totalStake)
+        public
+        pure
+        override
+        returns (bool)
+    {
+        return totalStake != 0 && signedStake <= totalStake && 2 * signedStake >= totalStake;
+    }
+}
+
+/// @notice Mutant: evidence counts only against the current committee (once an exit or a
+///         slash starts a new epoch, the equivocators of the earlier one are out of reach).
+contract CurrentEpochEvidenceRegistry is ResolverRegistry {
+    constructor(RegistryParameters memory p) ResolverRegistry(p) {}
+
+    function _verifyEvidence(Evidence calldata e, bytes32 digest) internal view override {
+        if (e.epoch != currentEpoch()) revert UnknownEpoch(e.epoch, currentEpoch());
+        super._verifyEvidence(e, digest);
     }
 }
 
@@ -50,5 +76,17 @@ contract DoubleCreditEscrow is Escrow {
 
     function _credit(address account, IERC20 token, uint256 amount) internal override {
         super._credit(account, token, 2 * amount);
+    }
+}
+
+/// @notice Mutant: settling credits the parties but never marks the deal resolved, so a
+///         resolved dispute can be resolved again or timed out afterwards.
+contract UnmarkedSettlementEscrow is Escrow {
+    constructor(IResolverRegistry registry_, address owner_) Escrow(registry_, owner_) {}
+
+    function _settle(bytes32 dealId, Deal storage d, Settlement how) internal override {
+        DealState before = d.state;
+        super._settle(dealId, d, how);
+        d.state = before;
     }
 }

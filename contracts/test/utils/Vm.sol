@@ -56,6 +56,8 @@ interface Vm {
     function snapshotGasLastCall(string calldata group, string calldata name)
         external
         returns (uint256 gasUsed);
+    function snapshotState() external returns (uint256 snapshotId);
+    function revertToState(uint256 snapshotId) external returns (bool success);
 }
 
 /// @notice Base for tests: the cheatcode handle.
