@@ -7,13 +7,13 @@ use alloy_primitives::hex;
 use eyre::{bail, eyre, WrapErr};
 use resolvd_consensus::SecretKey;
 use serde_json::json;
-use zeroize::Zeroizing;
 use std::{
     fs,
     io::Write,
     os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
 };
+use zeroize::Zeroizing;
 
 /// Environment variable holding the keystore password when no file is given.
 pub const PASSWORD_ENV: &str = "RESOLVD_KEYSTORE_PASSWORD";

@@ -497,7 +497,7 @@ pub(crate) mod tests {
         for commitment in [c, neighbour] {
             store.put_dispute(&announce(commitment.deal_id), DisputeStatus::Settled).unwrap();
             for signer_index in [0, 1, u32::MAX] {
-                let signature = [signer_index as u8; 96].into();
+                let signature = [signer_index as u8; 96];
                 store
                     .put_partial(&SignedVerdict { commitment, epoch: 1, signer_index, signature })
                     .unwrap();
@@ -507,7 +507,7 @@ pub(crate) mod tests {
                     commitment,
                     epoch: 1,
                     non_signer_indices: vec![],
-                    aggregate_signature: [9; 96].into(),
+                    aggregate_signature: [9; 96],
                 })
                 .unwrap();
         }

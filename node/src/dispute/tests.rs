@@ -847,10 +847,13 @@ fn settled_dispute_cost() {
             rig.engine.on_tick(rig.now);
         }
         let tick = started.elapsed() / ticks;
-        println!(
-            "{label}: {} disputes held, RSS +{} KiB, tick {tick:?}, 10,000 disputes fed in {fed:?}",
-            rig.engine.len(),
-            after.saturating_sub(before),
-        );
+        #[allow(clippy::disallowed_macros)]
+        {
+            println!(
+                "{label}: {} disputes held, RSS +{} KiB, tick {tick:?}, 10,000 disputes fed in {fed:?}",
+                rig.engine.len(),
+                after.saturating_sub(before),
+            );
+        }
     }
 }

@@ -166,7 +166,10 @@ async fn connections_are_bounded_and_idle_or_slow_ones_time_out() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     // A fifth connection is closed on accept ...
     let mut fifth = TcpStream::connect(&addr).await.unwrap();
-    assert!(closed_within(&mut fifth, Duration::from_millis(500)).await.is_some(), "over the limit");
+    assert!(
+        closed_within(&mut fifth, Duration::from_millis(500)).await.is_some(),
+        "over the limit"
+    );
     // ... while the first ones are still open ...
     assert!(closed_within(&mut idle[0], Duration::from_millis(200)).await.is_none());
     // ... until the header timeout (1 s) closes every one, the slowloris too.
@@ -175,7 +178,10 @@ async fn connections_are_bounded_and_idle_or_slow_ones_time_out() {
         assert!(after.is_some(), "an idle connection outlived the header timeout");
     }
     let mut slow = trickle.await.unwrap();
-    assert!(closed_within(&mut slow, Duration::from_secs(3)).await.is_some(), "slowloris kept open");
+    assert!(
+        closed_within(&mut slow, Duration::from_secs(3)).await.is_some(),
+        "slowloris kept open"
+    );
     // Then the API serves again.
     let ok = reqwest::get(format!("{url}/health")).await.unwrap();
     assert_eq!(ok.status(), 200);

@@ -192,10 +192,12 @@ fn serve_content(
 ) {
     tokio::spawn(async move {
         loop {
-            if let SwarmEvent::Behaviour(BehaviourEvent::Content(request_response::Event::Message {
-                message: request_response::Message::Request { request, channel, .. },
-                ..
-            })) = swarm.select_next_some().await
+            if let SwarmEvent::Behaviour(BehaviourEvent::Content(
+                request_response::Event::Message {
+                    message: request_response::Message::Request { request, channel, .. },
+                    ..
+                },
+            )) = swarm.select_next_some().await
             {
                 asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let result = docs
