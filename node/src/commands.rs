@@ -6,15 +6,17 @@ use crate::{
 };
 use alloy_primitives::{hex, Address, Bytes, B256};
 use alloy_provider::{Provider, ProviderBuilder};
-use alloy_rpc_types_eth::Filter;
+use alloy_rpc_types_eth::{BlockNumberOrTag, Filter};
 use alloy_sol_types::SolEvent;
 use eyre::{bail, ensure, eyre, WrapErr};
 use resolvd_consensus::{Attestation, ConflictEvidence};
 use resolvd_node::{
+    anchor::AnchorChecker,
     api,
     chain::{load_account, Chain},
     config::{LogFormat, NodeConfig},
     contracts::{deal_state, IEscrow, IRegistry},
+    dispute::{AnchorRef, AnchorStatus},
     keys,
     node::Node,
 };
@@ -196,10 +198,18 @@ pub(crate) async fn content(cmd: ContentCommand) -> eyre::Result<()> {
 /// `resolvd anchor`.
 pub(crate) async fn anchor(args: AnchorArgs) -> eyre::Result<()> {
     let provider = ProviderBuilder::new().connect_http(args.rpc_url.parse()?);
-    let block = match args.block {
-        Some(b) => b,
-        None => provider.get_block_number().await?,
-    };
+    let finalized = provider
+        .get_block_by_number(BlockNumberOrTag::Finalized)
+        .await?
+        .ok_or_else(|| eyre!("the endpoint has no finalized block"))?
+        .header
+        .number;
+    let block = args.block.unwrap_or(finalized);
+    ensure!(
+        block <= finalized || args.allow_unfinalized,
+        "block {block} is not final (finalized is {finalized}): resolvers replay only anchors on \
+         final blocks; pass --allow-unfinalized to freeze it anyway"
+    );
     let body = rpc::freeze_anchor(&provider, block, args.evm.into()).await?;
     let doc = PrestateAnchorV1 { backend_id: *BACKEND_ID, body: body.to_canonical_bytes().into() };
     std::fs::write(&args.out, doc.to_canonical_bytes())?;
@@ -311,12 +321,30 @@ pub(crate) async fn verify_report(args: &VerifyArgs) -> eyre::Result<(serde_json
         prestate_anchor_hash: deal.prestateAnchorHash,
         witness,
     };
+    // The check every resolver makes before replaying.
+    let anchor_status = match AnchorRef::of(&request) {
+        Some(a) => {
+            let others = args.anchor_rpc.iter().cloned().collect();
+            let checker =
+                AnchorChecker::connect(chain.chain_id, chain.provider().clone(), &others).await?;
+            let status = checker.check(&a).await?;
+            ensure!(
+                status == AnchorStatus::Final,
+                "the anchor (block {} of chain {}) is not canonical and final: {status:?}",
+                a.block_number,
+                a.chain_id
+            );
+            Some(status)
+        }
+        None => None,
+    };
     let envelope = tokio::task::spawn_blocking(move || EvmBackend.verdict(&request)).await??;
     let replayed = envelope.commitment();
     let matches = replayed == on_chain;
     let report = serde_json::json!({
         "dealId": args.deal_id,
         "match": matches,
+        "anchor": anchor_status,
         "replayed": replayed,
         "onChain": on_chain,
     });

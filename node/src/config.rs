@@ -7,7 +7,7 @@
 
 use alloy_primitives::Address;
 use serde::{Deserialize, Serialize};
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, time::Duration};
 
 /// The whole configuration.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -77,6 +77,10 @@ pub struct ChainConfig {
     pub account_keystore: Option<PathBuf>,
     /// File holding that keystore's password.
     pub account_password_file: Option<PathBuf>,
+    /// JSON-RPC endpoints of other chains that deals anchor on, by chain id
+    /// (`"10" = "https://…"`). An anchor on a chain neither this one nor
+    /// listed here cannot be checked, and is never signed.
+    pub anchor_rpc: BTreeMap<String, String>,
 }
 
 impl Default for ChainConfig {
@@ -90,6 +94,7 @@ impl Default for ChainConfig {
             max_log_range: 2_000,
             account_keystore: None,
             account_password_file: None,
+            anchor_rpc: BTreeMap::new(),
         }
     }
 }

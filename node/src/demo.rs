@@ -245,6 +245,7 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
         deal_id: rows[0].deal_id,
         api: Some(format!("http://{}", net.nodes[0].api)),
         witness: None,
+        anchor_rpc: Vec::new(),
     };
     let (_, matches) = commands::verify_report(&verify).await?;
     ensure!(matches, "resolvd verify disagrees with the chain");

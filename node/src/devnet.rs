@@ -94,12 +94,21 @@ pub struct Anvil {
 }
 
 impl Anvil {
-    /// Starts anvil on `port` with `block_time` seconds per block, logging to `log`.
-    pub fn start(bin: &Path, port: u16, block_time: u64, log: &Path) -> eyre::Result<Self> {
+    /// Starts anvil on `port` with `block_time` seconds per block, logging to
+    /// `log`. `finality_slots` is anvil's `--slots-in-an-epoch`: the
+    /// `finalized` block trails the head by about twice that many blocks.
+    pub fn start(
+        bin: &Path,
+        port: u16,
+        block_time: u64,
+        finality_slots: u64,
+        log: &Path,
+    ) -> eyre::Result<Self> {
         let out = std::fs::File::create(log)?;
         let child = Command::new(bin)
             .args(["--hardfork", "prague", "--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--block-time", &block_time.to_string(), "--accounts", "10"])
+            .args(["--slots-in-an-epoch", &finality_slots.max(1).to_string()])
             .stdout(Stdio::from(out.try_clone()?))
             .stderr(Stdio::from(out))
             .spawn()
@@ -503,6 +512,9 @@ pub struct DevnetOptions {
     pub contracts: PathBuf,
     /// Seconds per block.
     pub block_time: u64,
+    /// anvil's `--slots-in-an-epoch` (its `finalized` tag trails the head by
+    /// about twice this many blocks); 1 keeps finality about one block behind.
+    pub finality_slots: u64,
     /// Node confirmations.
     pub confirmations: u64,
     /// Submitter slot.
@@ -539,6 +551,7 @@ impl DevnetOptions {
             }),
             contracts: workspace.join("contracts"),
             block_time: 1,
+            finality_slots: 1,
             confirmations: 1,
             submit_slot_ms: 2_000,
             faults: Vec::new(),
@@ -655,6 +668,7 @@ impl Devnet {
                     &options.anvil,
                     port(0)?,
                     options.block_time,
+                    options.finality_slots,
                     &dir.join("anvil.log"),
                 )?;
                 let url = a.url.clone();
@@ -878,10 +892,21 @@ impl Devnet {
 
     /// Builds the documents of a deal of `kind` against the chain's latest block.
     pub async fn deal_content(&self, kind: DealKind) -> eyre::Result<DealContent> {
+        let finalized = self
+            .provider
+            .get_block_by_number(alloy_rpc_types_eth::BlockNumberOrTag::Finalized)
+            .await?
+            .ok_or_else(|| eyre!("no finalized block"))?
+            .header
+            .number;
+        self.deal_content_at(kind, finalized).await
+    }
+
+    /// Like [`Self::deal_content`], anchored on block `block` (final or not).
+    pub async fn deal_content_at(&self, kind: DealKind, block: u64) -> eyre::Result<DealContent> {
         let payer = self.accounts[3];
         let token = self.deployment.token;
-        let head = self.provider.get_block_number().await?;
-        let evm_anchor = rpc::freeze_anchor(&self.provider, head, EvmSpecId::Prague).await?;
+        let evm_anchor = rpc::freeze_anchor(&self.provider, block, EvmSpecId::Prague).await?;
         let amount = match kind {
             DealKind::Honest => REQUIRED,
             DealKind::FalseClaim => REQUIRED - 150,

@@ -130,6 +130,9 @@ pub enum Phase {
     Observing,
     /// Slashing protection refused a different commitment (never signed).
     Refused,
+    /// The anchor is not a canonical block of its chain (or cannot be checked
+    /// here): an operational error that is never signed; the deal times out.
+    AnchorRejected,
     /// A certificate is held; submission pending.
     Certified,
     /// Settled on chain.
@@ -180,6 +183,66 @@ pub struct DisputeView {
     pub settlement_ms: Option<u64>,
     /// The last operational error.
     pub last_error: Option<String>,
+    /// What this node's RPC says of the deal's anchor block.
+    pub anchor: Option<AnchorStatus>,
+}
+
+/// A deal's EVM anchor block, as the anchor document names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AnchorRef {
+    /// The chain the block is on.
+    pub chain_id: u64,
+    /// Its number.
+    pub block_number: u64,
+    /// Its hash.
+    pub block_hash: B256,
+}
+
+impl AnchorRef {
+    /// The EVM anchor of a replay request, if its anchor document is an EVM
+    /// anchor that decodes (hash first). Anything else is left to the replay,
+    /// which decides it deterministically.
+    pub fn of(request: &ReexecRequestV1) -> Option<Self> {
+        let doc = decode_committed::<resolvd_proto::PrestateAnchorV1>(
+            &request.prestate_anchor,
+            &request.prestate_anchor_hash,
+        )
+        .ok()?;
+        if doc.backend_id != *resolvd_replay::BACKEND_ID {
+            return None;
+        }
+        let evm = <resolvd_proto::EvmAnchorV1 as resolvd_proto::Canonical>::from_canonical_bytes(
+            &doc.body,
+        )
+        .ok()?;
+        Some(Self {
+            chain_id: evm.chain_id,
+            block_number: evm.block_number,
+            block_hash: evm.block_hash,
+        })
+    }
+}
+
+/// Whether an anchor block is canonical and final on its chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum AnchorStatus {
+    /// On the canonical chain at or below the finalized block: replay.
+    Final,
+    /// Not final yet (beyond the finalized block; canonical or not yet
+    /// decided): wait and check again, until the resolve deadline.
+    NotFinal {
+        /// The chain's finalized block when checked.
+        finalized: u64,
+    },
+    /// A final block with another hash is at that height (or the anchor's
+    /// chain cannot be read here): never signed.
+    NotCanonical {
+        /// The canonical hash at that height, if the chain is readable.
+        canonical: Option<B256>,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// Who asked for a confirmation.
@@ -359,6 +422,9 @@ pub enum Action {
         /// Its type tag.
         tag: &'static str,
     },
+    /// Check the anchor block against the node's RPC (canonical and final);
+    /// answer with [`Engine::on_anchor_checked`], handing the request back.
+    CheckAnchor(Box<ReexecRequestV1>, AnchorRef),
     /// Replay on the pool; answer with [`Engine::on_replayed`].
     Replay(Box<ReexecRequestV1>),
     /// Sign through slashing protection and persist the partial, then report
@@ -489,6 +555,7 @@ impl Dispute {
                 certificate_ms: None,
                 settlement_ms: None,
                 last_error: None,
+                anchor: None,
             },
             info,
             seen: now,
@@ -1150,9 +1217,60 @@ impl Engine {
                     self.push(Action::Fetch { hash, tag });
                 }
             }
-            Gathered::Ready(request) => {
+            Gathered::Ready(request) => match AnchorRef::of(&request) {
+                Some(anchor) => {
+                    // Busy until the check answers.
+                    d.gathering = true;
+                    self.push(Action::CheckAnchor(request, anchor));
+                }
+                None => {
+                    d.view.phase = Phase::Replaying;
+                    self.push(Action::Replay(request));
+                }
+            },
+        }
+    }
+
+    /// The node's RPC on a deal's anchor block ([`Action::CheckAnchor`]); an
+    /// `Err` is an RPC failure (retried with backoff).
+    pub fn on_anchor_checked(
+        &mut self,
+        request: Box<ReexecRequestV1>,
+        result: Result<AnchorStatus, String>,
+        now: Instant,
+    ) {
+        let retry = self.cfg.retry;
+        let Some(d) = self.disputes.get_mut(&request.deal_id) else { return };
+        d.gathering = false;
+        if d.view.phase != Phase::Fetching {
+            return;
+        }
+        let status = match result {
+            Ok(s) => s,
+            Err(reason) => {
+                Metrics::count(&self.metrics.anchors, "rpc_error");
+                warn!(target: "pipeline", deal = %request.deal_id, %reason, "cannot check the anchor: not replaying, will retry");
+                d.operational(format!("checking the anchor: {reason}"), now);
+                return;
+            }
+        };
+        d.view.anchor = Some(status.clone());
+        match status {
+            AnchorStatus::Final => {
+                Metrics::count(&self.metrics.anchors, "final");
                 d.view.phase = Phase::Replaying;
                 self.push(Action::Replay(request));
+            }
+            AnchorStatus::NotFinal { finalized } => {
+                Metrics::count(&self.metrics.anchors, "not_final");
+                debug!(target: "pipeline", deal = %request.deal_id, finalized, "anchor not final yet: waiting");
+                d.next_attempt = now + retry;
+            }
+            AnchorStatus::NotCanonical { reason, .. } => {
+                Metrics::count(&self.metrics.anchors, "not_canonical");
+                warn!(target: "pipeline", deal = %request.deal_id, %reason, "anchor is not a canonical block: never signing; the deal will time out");
+                d.view.phase = Phase::AnchorRejected;
+                d.view.last_error = Some(reason);
             }
         }
     }

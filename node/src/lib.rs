@@ -7,6 +7,7 @@
 //!   chain, replay and timer events into the engine and performs its actions;
 //! - [`content`]: content by hash over libp2p, with serving and connection limits;
 //! - [`chain`] and [`contracts`]: JSON-RPC access to the escrow and registry;
+//!   [`anchor`]: anchors checked canonical and final before a replay;
 //! - [`p2p`]: gossip and content exchange;
 //! - [`store`]: RocksDB (content, fsync'd slashing protection, disputes,
 //!   partials, certificates, cursor, evidence);
@@ -14,6 +15,7 @@
 //!   [`inspect`]; `devnet` (local network orchestration for tests and demos,
 //!   cargo feature `devnet` only: not in an operator's build).
 
+pub mod anchor;
 pub mod api;
 pub mod chain;
 pub mod config;

@@ -220,9 +220,14 @@ pub(crate) struct AnchorArgs {
     /// JSON-RPC endpoint.
     #[arg(long, env = "RESOLVD_RPC_URL", default_value = "http://127.0.0.1:8545")]
     pub(crate) rpc_url: String,
-    /// Block number (latest if absent).
+    /// Block number (the `finalized` block if absent). A block beyond
+    /// `finalized` is refused unless `--allow-unfinalized`: resolvers replay
+    /// only anchors on final blocks (others wait, or the deal times out).
     #[arg(long)]
     pub(crate) block: Option<u64>,
+    /// Accept a block that is not final yet (devnets without finality).
+    #[arg(long)]
+    pub(crate) allow_unfinalized: bool,
     /// EVM rules to replay under.
     #[arg(long, value_enum, default_value = "prague")]
     pub(crate) evm: commands::EvmRules,
@@ -265,6 +270,16 @@ pub(crate) struct VerifyArgs {
     /// Or: the witness bytes in a file.
     #[arg(long)]
     pub(crate) witness: Option<PathBuf>,
+    /// An endpoint of another chain the anchor is on, as `CHAIN_ID=URL`
+    /// (repeatable; the node's `[chain.anchor_rpc]`).
+    #[arg(long = "anchor-rpc", value_name = "CHAIN_ID=URL", value_parser = parse_anchor_rpc)]
+    pub(crate) anchor_rpc: Vec<(String, String)>,
+}
+
+fn parse_anchor_rpc(s: &str) -> Result<(String, String), String> {
+    let (id, url) = s.split_once('=').ok_or("expected CHAIN_ID=URL")?;
+    id.parse::<u64>().map_err(|_| format!("{id:?} is not a chain id"))?;
+    Ok((id.to_owned(), url.to_owned()))
 }
 
 #[derive(Debug, clap::Args)]

@@ -30,6 +30,8 @@ pub struct Metrics {
     pub gossip: Family<GossipLabel, Counter>,
     /// Replays finished, by result (reproduced / failed / operational).
     pub replays: Family<ResultLabel, Counter>,
+    /// Anchor checks, by result (final / not_final / not_canonical / rpc_error).
+    pub anchors: Family<ResultLabel, Counter>,
     /// Replays queued or running.
     pub replay_queue: Gauge,
     /// Partial signatures made by this node.
@@ -79,6 +81,7 @@ impl Default for Metrics {
             registry: Registry::default(),
             gossip: Family::default(),
             replays: Family::default(),
+            anchors: Family::default(),
             replay_queue: Gauge::default(),
             signatures: Counter::default(),
             protection_refusals: Counter::default(),
@@ -100,6 +103,11 @@ impl Default for Metrics {
         };
         registry.register("gossip_messages", "Gossip messages validated", m.gossip.clone());
         registry.register("replays", "Replays finished", m.replays.clone());
+        registry.register(
+            "anchor_checks",
+            "Anchor blocks checked against the RPC, by result",
+            m.anchors.clone(),
+        );
         registry.register("replay_queue", "Replays queued or running", m.replay_queue.clone());
         registry.register("signatures", "Partial signatures made", m.signatures.clone());
         registry.register(

@@ -17,13 +17,14 @@
 //! protection: if it fails, the node does not sign.
 
 use crate::{
+    anchor::AnchorChecker,
     chain::{Chain, ChainError, ChainEvent},
     config::NodeConfig,
     content::{ContentService, Served},
     contracts::Evidence,
     dispute::{
-        gather, Action, ConfirmSource, Confirmation, Engine, EngineConfig, Origin, SlashRequest,
-        SlashResult, SubmitResult,
+        gather, Action, AnchorStatus, ConfirmSource, Confirmation, Engine, EngineConfig, Origin,
+        SlashRequest, SlashResult, SubmitResult,
     },
     metrics::{GossipLabel, Metrics},
     p2p::{self, Behaviour, BehaviourEvent, Gossip, P2pConfig, Topic},
@@ -42,7 +43,7 @@ use resolvd_consensus::{
 };
 use resolvd_proto::{
     wire::{DisputeAnnouncement, SignedVerdict, WireMessage},
-    Canonical, VerdictCommitment, VerdictDomain, VerdictEnvelopeV1,
+    Canonical, ReexecRequestV1, VerdictCommitment, VerdictDomain, VerdictEnvelopeV1,
 };
 use resolvd_replay::EvmBackend;
 use serde::Serialize;
@@ -137,6 +138,10 @@ enum Internal {
         epoch: u64,
         result: Result<Committee, String>,
     },
+    AnchorChecked {
+        request: Box<ReexecRequestV1>,
+        result: Result<AnchorStatus, String>,
+    },
     Replayed {
         deal_id: B256,
         result: Result<VerdictEnvelopeV1, String>,
@@ -168,6 +173,7 @@ pub struct Node {
     shared: Arc<Shared>,
     store: Arc<Store>,
     chain: Chain,
+    anchors: AnchorChecker,
     domain: VerdictDomain,
     engine: Engine,
     swarm: Swarm<Behaviour>,
@@ -244,6 +250,11 @@ impl Node {
         })
         .await
         .map_err(|e| eyre::eyre!("chain at {} unreachable: {e}", cfg.chain.rpc_url))?;
+        let anchors = with_retries("connecting to the anchor chains", 10, || {
+            AnchorChecker::connect(chain.chain_id, chain.provider().clone(), &cfg.chain.anchor_rpc)
+        })
+        .await
+        .map_err(|e| eyre::eyre!("{e}"))?;
         let domain = chain.domain();
         let p2p_config = P2pConfig {
             listen: cfg.p2p.listen.parse().map_err(|e| eyre::eyre!("p2p.listen: {e}"))?,
@@ -295,6 +306,7 @@ impl Node {
             shared: shared.clone(),
             store,
             chain,
+            anchors,
             domain,
             engine,
             swarm,
@@ -495,6 +507,13 @@ impl Node {
                     }
                     .map_err(|e| e.to_string());
                     let _ = tx.send(Internal::Confirmed { announcement, source, result });
+                });
+            }
+            Action::CheckAnchor(request, anchor) => {
+                let (anchors, tx) = (self.anchors.clone(), self.tx.clone());
+                tokio::spawn(async move {
+                    let result = anchors.check(&anchor).await.map_err(|e| e.to_string());
+                    let _ = tx.send(Internal::AnchorChecked { request, result });
                 });
             }
             Action::LoadCommittee(epoch) => {
@@ -817,6 +836,9 @@ impl Node {
                 self.engine.on_confirmed(*announcement, source, result, now);
             }
             Internal::Committee { epoch, result } => self.engine.on_committee(epoch, result, now),
+            Internal::AnchorChecked { request, result } => {
+                self.engine.on_anchor_checked(request, result, now)
+            }
             Internal::Replayed { deal_id, result } => self.engine.on_replayed(deal_id, result, now),
             Internal::Submitted { deal_id, result } => {
                 self.engine.on_submitted(deal_id, result, now)

@@ -5,7 +5,7 @@
 use super::*;
 use alloy_primitives::{Address, U256};
 use resolvd_consensus::{Member, SecretKey};
-use resolvd_proto::ReplayRecordV1;
+use resolvd_proto::{Canonical, ReplayRecordV1};
 
 const EPOCH: u64 = 3;
 
@@ -856,4 +856,107 @@ fn settled_dispute_cost() {
             );
         }
     }
+}
+
+/// A replay request whose anchor document is a real EVM anchor of block 90.
+fn anchored(a: &DisputeAnnouncement, chain_id: u64) -> (Box<ReexecRequestV1>, AnchorRef) {
+    let evm = resolvd_proto::EvmAnchorV1 {
+        chain_id,
+        block_number: 90,
+        block_hash: B256::repeat_byte(0x90),
+        state_root: a.prestate_root,
+        timestamp: 1,
+        base_fee: 1,
+        gas_limit: 30_000_000,
+        coinbase: Address::ZERO,
+        prevrandao: B256::ZERO,
+        spec_id: resolvd_proto::EvmSpecId::Prague,
+        excess_blob_gas: None,
+        header: None,
+    };
+    let doc = resolvd_proto::PrestateAnchorV1 {
+        backend_id: *resolvd_replay::BACKEND_ID,
+        body: evm.to_canonical_bytes().into(),
+    };
+    let bytes = doc.to_canonical_bytes();
+    let Gathered::Ready(mut request) = ready(a) else { unreachable!() };
+    request.prestate_anchor_hash = resolvd_proto::content_hash("prestate-anchor", &bytes);
+    request.prestate_anchor = bytes.into();
+    let anchor = AnchorRef { chain_id, block_number: 90, block_hash: evm.block_hash };
+    (request, anchor)
+}
+
+#[test]
+fn an_anchor_is_replayed_only_once_final_and_a_non_canonical_one_is_never_signed() {
+    let cfg = EngineConfig::default();
+    let mut rig = Rig::with(Some(0), cfg.clone());
+    let a = announcement(1);
+    rig.confirm(&a);
+    let (request, anchor) = anchored(&a, 31337);
+    rig.engine.on_gathered(a.deal_id, Gathered::Ready(request.clone()), rig.now);
+    let actions = rig.drain();
+    assert!(
+        matches!(&actions[..], [Action::CheckAnchor(_, x)] if *x == anchor),
+        "the anchor is checked before any replay: {actions:?}"
+    );
+    // Not final: no replay; checked again after `retry`.
+    let not_final = AnchorStatus::NotFinal { finalized: 80 };
+    rig.engine.on_anchor_checked(request.clone(), Ok(not_final.clone()), rig.now);
+    assert!(rig.drain().is_empty());
+    assert_eq!(rig.phase(&a), Phase::Fetching);
+    assert_eq!(rig.engine.view(&a.deal_id).unwrap().anchor, Some(not_final));
+    rig.later(cfg.retry);
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().any(|x| matches!(x, Action::Gather(_))));
+    rig.engine.on_gathered(a.deal_id, Gathered::Ready(request.clone()), rig.now);
+    assert!(matches!(rig.drain()[..], [Action::CheckAnchor(..)]));
+    // An RPC failure is an operational error: retried, never signed.
+    rig.engine.on_anchor_checked(request.clone(), Err("timeout".into()), rig.now);
+    assert!(rig.drain().is_empty());
+    assert!(rig
+        .engine
+        .view(&a.deal_id)
+        .unwrap()
+        .last_error
+        .as_deref()
+        .unwrap()
+        .contains("timeout"));
+    // Final: replayed.
+    rig.later(Duration::from_secs(60));
+    rig.engine.on_tick(rig.now);
+    rig.drain();
+    rig.engine.on_gathered(a.deal_id, Gathered::Ready(request.clone()), rig.now);
+    rig.drain();
+    rig.engine.on_anchor_checked(request, Ok(AnchorStatus::Final), rig.now);
+    assert!(matches!(rig.drain()[..], [Action::Replay(_)]));
+    assert_eq!(rig.phase(&a), Phase::Replaying);
+
+    // Not canonical: rejected for good, nothing replayed or signed, expires at the deadline.
+    let b = announcement(2);
+    rig.confirm(&b);
+    let (request, _) = anchored(&b, 31337);
+    rig.engine.on_gathered(b.deal_id, Gathered::Ready(request.clone()), rig.now);
+    rig.drain();
+    let rejected = AnchorStatus::NotCanonical {
+        canonical: Some(B256::repeat_byte(0x91)),
+        reason: "block 90 is another block".into(),
+    };
+    rig.engine.on_anchor_checked(request, Ok(rejected), rig.now);
+    assert!(rig.drain().is_empty());
+    assert_eq!(rig.phase(&b), Phase::AnchorRejected);
+    for _ in 0..5 {
+        rig.later(Duration::from_secs(60));
+        rig.engine.on_tick(rig.now);
+        let actions = rig.drain();
+        assert!(
+            actions
+                .iter()
+                .all(|x| !matches!(x, Action::Gather(_) | Action::Replay(_) | Action::Sign { .. })),
+            "{actions:?}"
+        );
+    }
+    rig.engine.on_head(200, b.resolve_deadline + EXPIRY_GRACE_SECS + 1);
+    rig.engine.on_tick(rig.now);
+    rig.drain();
+    assert_eq!(rig.phase(&b), Phase::Expired);
 }

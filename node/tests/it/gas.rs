@@ -38,7 +38,7 @@ async fn a_transaction_made_dearer_within_its_block_still_succeeds_with_headroom
     let options = DevnetOptions::for_workspace(&workspace(), PathBuf::new(), PathBuf::new());
     let dir = tempfile::tempdir().unwrap();
     let anvil =
-        Anvil::start(&options.anvil, free_port().unwrap(), 1, &dir.path().join("anvil.log"))
+        Anvil::start(&options.anvil, free_port().unwrap(), 1, 1, &dir.path().join("anvil.log"))
             .unwrap();
     let provider = ProviderBuilder::new().connect_http(anvil.url.parse().unwrap()).erased();
     wait_for_chain(&provider, &anvil.url).await.unwrap();

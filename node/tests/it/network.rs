@@ -164,6 +164,7 @@ async fn cli_tools_agree_with_the_network(
         &api,
     ]);
     assert_eq!(v["match"], true, "{v}");
+    assert_eq!(v["anchor"]["status"], "final", "{v}");
     assert_eq!(v["onChain"]["outcome"], "FAILED");
 
     let s = resolvd(&["status", "--api", &api]);
@@ -177,6 +178,14 @@ async fn cli_tools_agree_with_the_network(
     let a = resolvd(&["anchor", "--rpc-url", rpc, "--block", &block, "--out", &path("anchor.bin")]);
     assert_eq!(a["prestateAnchorHash"], content.anchor.content_hash().to_string());
     assert_eq!(std::fs::read(path("anchor.bin")).unwrap(), content.anchor.to_canonical_bytes());
+    // A block beyond `finalized` is refused unless asked for explicitly.
+    let ahead = (content.evm_anchor.block_number + 1_000).to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_resolvd"))
+        .args(["anchor", "--rpc-url", rpc, "--block", &ahead, "--out", &path("ahead.bin")])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not final"), "{out:?}");
     std::fs::write(path("plan.bin"), &content.delivery.execution_plan).unwrap();
     let token = net.deployment.token;
     let slot = |who| format!("{token}:{}", resolvd_node::devnet::balance_slot(who));
