@@ -8,11 +8,14 @@
 use crate::contracts::{
     deal_state, Deal, Evidence, IEscrow, IRegistry, VerdictCommitment as AbiCommitment, IERC20,
 };
-use crate::dispute::Confirmation;
+use crate::{
+    config::{BlockTag, Confirmations},
+    dispute::Confirmation,
+};
 use alloy_network::{EthereumWallet, TransactionBuilder};
 use alloy_primitives::{Address, Bytes, B256, U256};
 use alloy_provider::{DynProvider, Provider, ProviderBuilder};
-use alloy_rpc_types_eth::{BlockId, Filter, TransactionRequest};
+use alloy_rpc_types_eth::{BlockId, BlockNumberOrTag, Filter, TransactionRequest};
 use alloy_signer_local::PrivateKeySigner;
 use alloy_sol_types::{SolCall, SolEvent, SolInterface};
 use resolvd_consensus::{Committee, Member, PublicKey, QuorumCertificate, Threshold};
@@ -101,6 +104,17 @@ pub enum ChainEvent {
         /// The deal of the evidence.
         deal_id: B256,
     },
+}
+
+/// The chain's head and its confirmed block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Confirmed {
+    /// Latest block number.
+    pub head: u64,
+    /// Its timestamp.
+    pub time: u64,
+    /// The confirmed block (at most `head`).
+    pub block: u64,
 }
 
 /// What a sent transaction did.
@@ -204,6 +218,39 @@ impl Chain {
         Ok((block.header.number, block.header.timestamp))
     }
 
+    /// The latest block (number and timestamp) and the confirmed block's
+    /// number under `c` (a depth under the head, or a block tag).
+    pub async fn confirmed(&self, c: Confirmations) -> Result<Confirmed, ChainError> {
+        let (head, time) = self.head_and_time().await?;
+        let block = match c {
+            Confirmations::Blocks(n) => head.saturating_sub(n),
+            Confirmations::Tag(tag) => {
+                let tag = match tag {
+                    BlockTag::Safe => BlockNumberOrTag::Safe,
+                    BlockTag::Finalized => BlockNumberOrTag::Finalized,
+                };
+                self.provider
+                    .get_block_by_number(tag)
+                    .await
+                    .map_err(rpc)?
+                    .map(|b| b.header.number)
+                    .ok_or_else(|| ChainError::Rpc(format!("the endpoint has no {tag} block")))?
+            }
+        };
+        Ok(Confirmed { head, time, block: block.min(head) })
+    }
+
+    /// The hash of block `number` on the endpoint's canonical chain (`None`
+    /// if it has no such block).
+    pub async fn block_hash(&self, number: u64) -> Result<Option<B256>, ChainError> {
+        Ok(self
+            .provider
+            .get_block_by_number(BlockNumberOrTag::Number(number))
+            .await
+            .map_err(rpc)?
+            .map(|b| b.header.hash))
+    }
+
     /// The registry's current epoch at `block` (latest if `None`).
     pub async fn current_epoch(&self, block: Option<u64>) -> Result<u64, ChainError> {
         to_u64(self.view(self.registry, IRegistry::currentEpochCall {}, block).await?)
@@ -216,10 +263,10 @@ impl Chain {
     pub async fn confirm_announcement(
         &self,
         a: &DisputeAnnouncement,
-        confirmations: u64,
+        confirmations: Confirmations,
     ) -> Result<Confirmation, ChainError> {
-        let head = self.head().await?;
-        if self.confirms(a, Some(head.saturating_sub(confirmations))).await? {
+        let at = self.confirmed(confirmations).await?.block;
+        if self.confirms(a, Some(at)).await? {
             return Ok(Confirmation::Disputed);
         }
         if a.chain_id != self.chain_id || a.escrow != self.escrow {

@@ -56,6 +56,41 @@ pub enum LogFormat {
     Json,
 }
 
+/// `chain.confirmations`: a depth under the head, or a block tag.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Confirmations {
+    /// This many blocks under the latest block (0: the head itself).
+    Blocks(u64),
+    /// The block a tag names.
+    Tag(BlockTag),
+}
+
+/// A block tag the node can confirm at.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BlockTag {
+    /// `safe`.
+    Safe,
+    /// `finalized`.
+    Finalized,
+}
+
+impl std::str::FromStr for Confirmations {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "safe" => Ok(Self::Tag(BlockTag::Safe)),
+            "finalized" => Ok(Self::Tag(BlockTag::Finalized)),
+            n => n
+                .parse()
+                .map(Self::Blocks)
+                .map_err(|_| format!("{n:?}: a number of blocks, \"safe\" or \"finalized\"")),
+        }
+    }
+}
+
 /// Chain access.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
@@ -64,8 +99,10 @@ pub struct ChainConfig {
     pub rpc_url: String,
     /// The escrow contract (the registry is read from it).
     pub escrow: Address,
-    /// Blocks an event must be buried under before the node acts on it.
-    pub confirmations: u64,
+    /// When a block counts as confirmed: a number of blocks under the head,
+    /// or the `"safe"` / `"finalized"` block tag. Logs are acted on, and
+    /// committees and announcements read, at the confirmed block.
+    pub confirmations: Confirmations,
     /// How often the head is polled, in milliseconds.
     pub poll_interval_ms: u64,
     /// First block to scan when the database has no cursor yet.
@@ -88,7 +125,7 @@ impl Default for ChainConfig {
         Self {
             rpc_url: "http://127.0.0.1:8545".into(),
             escrow: Address::ZERO,
-            confirmations: 2,
+            confirmations: Confirmations::Blocks(2),
             poll_interval_ms: 1_000,
             start_block: 0,
             max_log_range: 2_000,
@@ -278,7 +315,10 @@ mod tests {
         let err = NodeConfig::from_toml("[chain]\nconfirmation = 3\n").unwrap_err();
         assert!(err.to_string().contains("unknown field"), "{err}");
         let partial = NodeConfig::from_toml("[chain]\nconfirmations = 5\n").unwrap();
-        assert_eq!(partial.chain.confirmations, 5);
+        assert_eq!(partial.chain.confirmations, Confirmations::Blocks(5));
+        let tagged = NodeConfig::from_toml("[chain]\nconfirmations = \"finalized\"\n").unwrap();
+        assert_eq!(tagged.chain.confirmations, Confirmations::Tag(BlockTag::Finalized));
+        assert!(NodeConfig::from_toml("[chain]\nconfirmations = \"latest\"\n").is_err());
         assert_eq!(partial.chain.poll_interval_ms, 1_000);
     }
 }

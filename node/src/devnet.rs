@@ -775,7 +775,8 @@ impl Devnet {
             let mut config = NodeConfig { data_dir: node_dir.join("data"), ..Default::default() };
             config.chain.rpc_url = rpc_url.clone();
             config.chain.escrow = deployment.escrow;
-            config.chain.confirmations = options.confirmations;
+            config.chain.confirmations =
+                crate::config::Confirmations::Blocks(options.confirmations);
             config.chain.poll_interval_ms = 200;
             config.chain.start_block = deployment.block;
             let with_account = options.with_accounts.as_ref().is_none_or(|list| list.contains(&i));
@@ -967,6 +968,17 @@ impl Devnet {
         content: &DealContent,
         witness_to: &[usize],
     ) -> eyre::Result<OpenDeal> {
+        let deal_id = self.deliver_deal(content, witness_to).await?;
+        self.challenge(deal_id).await
+    }
+
+    /// Funds and delivers a deal with `content` (the witness uploaded to the
+    /// nodes in `witness_to`); returns its id, ready to be challenged.
+    pub async fn deliver_deal(
+        &mut self,
+        content: &DealContent,
+        witness_to: &[usize],
+    ) -> eyre::Result<B256> {
         let (buyer, seller) = (self.accounts[1], self.accounts[2]);
         self.salt += 1;
         let terms = Terms {
@@ -1009,6 +1021,19 @@ impl Devnet {
         };
         let delivered = call_from(&self.provider, seller, escrow, deliver).await?;
         self.wait_past(delivered.block_number.unwrap_or_default()).await?;
+        Ok(deal_id)
+    }
+
+    /// A fresh provider (its nonce cache forgotten): needed after an
+    /// `evm_revert`, which takes the accounts' nonces back.
+    pub fn reconnect(&mut self) -> eyre::Result<()> {
+        self.provider = ProviderBuilder::new().connect_http(self.rpc_url.parse()?).erased();
+        Ok(())
+    }
+
+    /// The buyer challenges a delivered deal.
+    pub async fn challenge(&self, deal_id: B256) -> eyre::Result<OpenDeal> {
+        let (buyer, escrow) = (self.accounts[1], self.deployment.escrow);
         let receipt =
             call_from(&self.provider, buyer, escrow, IEscrow::challengeCall { dealId: deal_id })
                 .await?;

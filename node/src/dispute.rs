@@ -252,6 +252,9 @@ pub enum ConfirmSource {
     Gossip,
     /// The node's own watcher saw the log: is the deal still disputed now?
     Chain,
+    /// The log was reorged out: is the deal disputed at all now? If not, it
+    /// is dropped without a trace (not recorded as settled).
+    Reorg,
 }
 
 /// What the node's own RPC says of an announced dispute.
@@ -1091,7 +1094,7 @@ impl Engine {
         }
         // Gossip copies waiting for a verdict: answered by a chain
         // confirmation too, or by their own.
-        let waiting = if source == ConfirmSource::Chain && result != Ok(Confirmation::Disputed) {
+        let waiting = if source != ConfirmSource::Gossip && result != Ok(Confirmation::Disputed) {
             Vec::new()
         } else {
             self.confirming.remove(&deal_id).unwrap_or_default()
@@ -1101,6 +1104,10 @@ impl Engine {
                 self.refuted.remove(&deal_id);
                 self.start_dispute(a, now);
                 MessageAcceptance::Accept
+            }
+            Ok(_) if source == ConfirmSource::Reorg => {
+                info!(target: "chain", deal = %deal_id, "a reorged-out dispute is not disputed now: dropped");
+                MessageAcceptance::Ignore
             }
             Ok(_) if source == ConfirmSource::Chain => {
                 // Seen disputed in a confirmed log but no longer disputed:
@@ -1135,9 +1142,11 @@ impl Engine {
             }
             Err(e) => {
                 warn!(target: "chain", deal = %deal_id, error = %e, "cannot check the dispute; retrying");
-                if source == ConfirmSource::Chain {
+                if source != ConfirmSource::Gossip {
                     // Not dropped: a chain event is re-checked until the RPC answers.
-                    self.chain_confirming.insert(deal_id);
+                    if source == ConfirmSource::Chain {
+                        self.chain_confirming.insert(deal_id);
+                    }
                     self.push(Action::Confirm {
                         announcement: Box::new(a),
                         source,
@@ -1626,6 +1635,62 @@ impl Engine {
         self.slashes.retain(|t| t.running || !t.request.resolvers.is_empty());
     }
 
+    /// The watcher found blocks from `from` on reorged out, with the logs it
+    /// had handled there: `Disputed` logs of `disputed`, `Settled` logs of
+    /// `settled`. A dispute not signed yet whose `Disputed` log was there (by
+    /// the watcher's record, or by its announced block, for disputes learnt
+    /// through gossip) is
+    /// dropped (with its stored records) and confirmed again on chain: if the
+    /// challenge is still (or again) there it is handled afresh, once. One
+    /// already signed is kept: slashing protection holds whatever happens. A
+    /// settlement that vanished re-opens submission of the held certificate.
+    pub fn on_reorg(&mut self, from: u64, disputed: &[B256], settled: &[B256], now: Instant) {
+        let mut affected: Vec<B256> = disputed.to_vec();
+        affected.extend(
+            self.disputes
+                .values()
+                .filter(|d| d.info.block_number >= from && !affected.contains(&d.info.deal_id))
+                .map(|d| d.info.deal_id)
+                .collect::<Vec<_>>(),
+        );
+        for id in &affected {
+            let Some(d) = self.disputes.get(id) else { continue };
+            if d.own.is_some() || d.view.phase.is_final() {
+                warn!(target: "chain", deal = %id, "Disputed log reorged out after this node signed: kept");
+                continue;
+            }
+            warn!(target: "chain", deal = %id, "Disputed log reorged out before any signature: dropped, re-confirming");
+            let info = d.info.clone();
+            self.forget(id);
+            self.push(Action::Prune(*id));
+            // Not in `chain_confirming`: a new Disputed log (a re-challenge)
+            // meanwhile gets its own confirmation.
+            self.push(Action::Confirm {
+                announcement: Box::new(info),
+                source: ConfirmSource::Reorg,
+                delay: Duration::ZERO,
+            });
+        }
+        for id in settled {
+            let Some(d) = self.disputes.get_mut(id) else { continue };
+            if d.view.phase != Phase::Settled {
+                continue;
+            }
+            warn!(target: "chain", deal = %id, "Settled log reorged out: the dispute is open again");
+            d.finished_at = None;
+            d.view.settled_by = None;
+            d.view.phase = if d.certificate.is_some() {
+                d.submit_at = Some(now);
+                d.submitting = false;
+                Phase::Certified
+            } else if d.own.is_some() {
+                Phase::Signed
+            } else {
+                Phase::Observing
+            };
+        }
+    }
+
     /// A slashing transaction finished.
     pub fn on_slashed(
         &mut self,
@@ -1871,14 +1936,21 @@ impl Engine {
     }
 
     fn evict(&mut self, deal_id: &B256) {
-        let Some(d) = self.disputes.remove(deal_id) else { return };
-        self.finished.insert(*deal_id);
+        if self.forget(deal_id) {
+            self.finished.insert(*deal_id);
+            self.push(Action::Prune(*deal_id));
+        }
+    }
+
+    /// Drops everything held in memory about a dispute; whether there was one.
+    fn forget(&mut self, deal_id: &B256) -> bool {
+        let Some(d) = self.disputes.remove(deal_id) else { return false };
         if let Some(builder) = self.builders.get_mut(&d.info.epoch) {
             builder.forget_deal(deal_id);
         }
         self.conflict.forget_deal(deal_id);
         self.deferred.retain(|_, (p, _)| p.commitment.deal_id != *deal_id);
-        self.push(Action::Prune(*deal_id));
+        true
     }
 }
 

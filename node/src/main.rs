@@ -83,9 +83,9 @@ pub(crate) struct RunArgs {
     /// Overrides `chain.escrow`.
     #[arg(long, env = "RESOLVD_ESCROW")]
     pub(crate) escrow: Option<Address>,
-    /// Overrides `chain.confirmations`.
+    /// Overrides `chain.confirmations` (a number of blocks, `safe` or `finalized`).
     #[arg(long, env = "RESOLVD_CONFIRMATIONS")]
-    pub(crate) confirmations: Option<u64>,
+    pub(crate) confirmations: Option<resolvd_node::config::Confirmations>,
     /// Overrides `p2p.listen`.
     #[arg(long, env = "RESOLVD_P2P_LISTEN")]
     pub(crate) p2p_listen: Option<String>,

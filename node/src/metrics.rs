@@ -60,6 +60,10 @@ pub struct Metrics {
     pub dropped_announcements: Counter,
     /// Store writes that failed (the node keeps running; see node/README.md).
     pub store_errors: Counter,
+    /// Reorgs of blocks the watcher had handled.
+    pub reorgs: Counter,
+    /// Depth (blocks re-scanned) of the last such reorg.
+    pub reorg_depth: Gauge,
     /// Content requests from peers, by result (ok / not_found / busy).
     pub content_served: Family<ResultLabel, Counter>,
     /// Disputes held in memory (open and recently finished).
@@ -96,6 +100,8 @@ impl Default for Metrics {
             disputes_in_flight: Gauge::default(),
             dropped_announcements: Counter::default(),
             store_errors: Counter::default(),
+            reorgs: Counter::default(),
+            reorg_depth: Gauge::default(),
             content_served: Family::default(),
             disputes_in_memory: Gauge::default(),
             dispute_to_certificate: latency(),
@@ -142,6 +148,12 @@ impl Default for Metrics {
             m.dropped_announcements.clone(),
         );
         registry.register("store_errors", "Failed store writes", m.store_errors.clone());
+        registry.register("reorgs", "Reorgs of handled blocks", m.reorgs.clone());
+        registry.register(
+            "reorg_depth",
+            "Blocks re-scanned after the last reorg",
+            m.reorg_depth.clone(),
+        );
         registry.register(
             "content_served",
             "Content requests from peers",

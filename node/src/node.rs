@@ -19,7 +19,7 @@
 use crate::{
     anchor::AnchorChecker,
     chain::{Chain, ChainError, ChainEvent},
-    config::NodeConfig,
+    config::{Confirmations, NodeConfig},
     content::{ContentService, Served},
     contracts::Evidence,
     dispute::{
@@ -48,7 +48,7 @@ use resolvd_proto::{
 use resolvd_replay::EvmBackend;
 use serde::Serialize;
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, VecDeque},
     sync::{Arc, RwLock},
     time::{Duration, Instant},
 };
@@ -122,8 +122,15 @@ enum Internal {
     Batch {
         events: Vec<ChainEvent>,
         to: u64,
+        hash: B256,
         head: u64,
         time: u64,
+    },
+    Reorg {
+        from: u64,
+        disputed: Vec<B256>,
+        settled: Vec<B256>,
+        depth: u64,
     },
     Head {
         head: u64,
@@ -333,10 +340,9 @@ impl Node {
     async fn restore(&mut self) -> eyre::Result<()> {
         let confirmations = self.cfg.chain.confirmations;
         let chain = self.chain.clone();
-        let (head, epoch) = with_retries("reading the current epoch", 10, || async {
-            let head = chain.head().await?;
-            let at = head.saturating_sub(confirmations);
-            Ok((head, chain.current_epoch(Some(at)).await?))
+        let (head, at, epoch) = with_retries("reading the current epoch", 10, || async {
+            let c = chain.confirmed(confirmations).await?;
+            Ok((c.head, c.block, chain.current_epoch(Some(c.block)).await?))
         })
         .await?;
         self.engine.on_head(head, 0);
@@ -353,7 +359,6 @@ impl Node {
         epochs.sort_unstable();
         epochs.dedup();
         for e in epochs.into_iter().filter(|&e| e > 0 && e <= epoch) {
-            let at = head.saturating_sub(confirmations);
             let c =
                 with_retries("loading a committee", 10, || chain.committee(e, Some(at))).await?;
             self.engine.add_committee(c, now);
@@ -422,6 +427,7 @@ impl Node {
             self.chain.clone(),
             self.tx.clone(),
             self.cursor + 1,
+            self.store.cursor_at(CURSOR).ok().flatten().filter(|(b, _)| *b == self.cursor),
             self.cfg.chain.confirmations,
             self.cfg.poll_interval(),
             self.cfg.chain.max_log_range,
@@ -503,7 +509,9 @@ impl Node {
                         ConfirmSource::Gossip => {
                             chain.confirm_announcement(&announcement, confirmations).await
                         }
-                        ConfirmSource::Chain => chain.still_disputed(announcement.deal_id).await,
+                        ConfirmSource::Chain | ConfirmSource::Reorg => {
+                            chain.still_disputed(announcement.deal_id).await
+                        }
                     }
                     .map_err(|e| e.to_string());
                     let _ = tx.send(Internal::Confirmed { announcement, source, result });
@@ -521,7 +529,7 @@ impl Node {
                 let confirmations = self.cfg.chain.confirmations;
                 tokio::spawn(async move {
                     let result = async {
-                        let at = chain.head().await?.saturating_sub(confirmations);
+                        let at = chain.confirmed(confirmations).await?.block;
                         chain.committee(epoch, Some(at)).await
                     }
                     .await
@@ -813,7 +821,17 @@ impl Node {
         let now = Instant::now();
         match msg {
             Internal::Head { head, time } => self.engine.on_head(head, time),
-            Internal::Batch { events, to, head, time } => {
+            Internal::Reorg { from, disputed, settled, depth } => {
+                self.shared.metrics.reorgs.inc();
+                self.shared.metrics.reorg_depth.set(depth as i64);
+                self.engine.on_reorg(from, &disputed, &settled, now);
+                let back = from.saturating_sub(1).min(self.cursor);
+                match self.store.set_cursor(CURSOR, back) {
+                    Ok(()) => self.cursor = back,
+                    Err(e) => self.store_error("cannot rewind the chain cursor", None, &e),
+                }
+            }
+            Internal::Batch { events, to, hash, head, time } => {
                 self.engine.on_head(head, time);
                 let errors_before = self.shared.metrics.store_errors.get();
                 for event in events {
@@ -827,7 +845,7 @@ impl Node {
                     warn!(target: "store", to, "records of this batch failed to persist: cursor not advanced");
                     return;
                 }
-                match self.store.set_cursor(CURSOR, to) {
+                match self.store.set_cursor_at(CURSOR, to, hash) {
                     Ok(()) => self.cursor = to,
                     Err(e) => self.store_error("cannot persist the chain cursor", None, &e),
                 }
@@ -998,48 +1016,135 @@ async fn slash(chain: &Chain, resolvers: &[u32], a: Evidence, b: Evidence) -> Sl
     }
 }
 
+/// Batches the watcher remembers for reorg detection.
+const REORG_MEMORY: usize = 256;
+/// After a restart only the cursor's hash is known: if that block is no
+/// longer canonical, re-scan this many blocks below it.
+const RESTART_REWIND: u64 = 64;
+
+/// A batch handed to the loop: its range, the hash of its last block, and the
+/// deals whose `Disputed` / `Settled` logs it carried.
+struct Handled {
+    from: u64,
+    to: u64,
+    hash: B256,
+    disputed: Vec<B256>,
+    settled: Vec<B256>,
+}
+
+enum Step {
+    Idle {
+        head: u64,
+        time: u64,
+    },
+    Batch {
+        events: Vec<ChainEvent>,
+        handled: Handled,
+        head: u64,
+        time: u64,
+    },
+    Reorg {
+        from: u64,
+        disputed: Vec<B256>,
+        settled: Vec<B256>,
+        depth: u64,
+    },
+    /// The range's last block changed while its logs were read: read again.
+    Raced,
+}
+
 /// The chain watcher: confirmed log ranges, in order, with backoff on errors.
+/// Before each step it checks that the last handled block is still
+/// canonical; if not it walks back through the remembered batches to the
+/// newest one still canonical, reports the logs it had handled above it
+/// (undone by the loop and the engine) and re-scans from there.
 async fn watch(
     chain: Chain,
     tx: mpsc::UnboundedSender<Internal>,
     mut next: u64,
-    confirmations: u64,
+    last: Option<(u64, B256)>,
+    confirmations: Confirmations,
     poll: Duration,
     max_range: u64,
 ) {
+    let mut handled: VecDeque<Handled> = VecDeque::new();
+    if let Some((to, hash)) = last {
+        let from = to.saturating_sub(RESTART_REWIND).max(1);
+        handled.push_back(Handled { from, to, hash, disputed: Vec::new(), settled: Vec::new() });
+    }
     let mut backoff = poll;
     loop {
         let step = async {
-            let (head, time) = chain.head_and_time().await?;
-            let safe = head.saturating_sub(confirmations);
-            if next > safe {
-                return Ok::<_, ChainError>((head, time, None));
+            if let Some(newest) = handled.back() {
+                if chain.block_hash(newest.to).await? != Some(newest.hash) {
+                    let tip = newest.to;
+                    let (mut disputed, mut settled, mut from) = (Vec::new(), Vec::new(), next);
+                    while let Some(b) = handled.back() {
+                        if chain.block_hash(b.to).await? == Some(b.hash) {
+                            break;
+                        }
+                        let b = handled.pop_back().expect("just seen");
+                        from = b.from;
+                        disputed.extend(b.disputed);
+                        settled.extend(b.settled);
+                    }
+                    let depth = tip + 1 - from;
+                    return Ok::<_, ChainError>(Step::Reorg { from, disputed, settled, depth });
+                }
             }
-            let to = safe.min(next + max_range - 1);
+            let c = chain.confirmed(confirmations).await?;
+            if next > c.block {
+                return Ok(Step::Idle { head: c.head, time: c.time });
+            }
+            let to = c.block.min(next + max_range - 1);
+            let Some(hash) = chain.block_hash(to).await? else { return Ok(Step::Raced) };
             let events = chain.events(next, to).await?;
-            Ok((head, time, Some((events, to))))
-        };
-        match step.await {
-            Ok((head, time, Some((events, to)))) => {
-                backoff = poll;
-                next = to + 1;
-                if tx.send(Internal::Batch { events, to, head, time }).is_err() {
-                    return;
-                }
-                continue;
+            if chain.block_hash(to).await? != Some(hash) {
+                return Ok(Step::Raced);
             }
-            Ok((head, time, None)) => {
-                backoff = poll;
-                if tx.send(Internal::Head { head, time }).is_err() {
-                    return;
+            let mut handled =
+                Handled { from: next, to, hash, disputed: Vec::new(), settled: Vec::new() };
+            for e in &events {
+                match e {
+                    ChainEvent::Disputed(a) => handled.disputed.push(a.deal_id),
+                    ChainEvent::Settled { deal_id, .. } => handled.settled.push(*deal_id),
+                    _ => {}
                 }
+            }
+            Ok(Step::Batch { events, handled, head: c.head, time: c.time })
+        };
+        let sent = match step.await {
+            Ok(Step::Batch { events, handled: batch, head, time }) => {
+                backoff = poll;
+                next = batch.to + 1;
+                let (to, hash) = (batch.to, batch.hash);
+                handled.push_back(batch);
+                if handled.len() > REORG_MEMORY {
+                    handled.pop_front();
+                }
+                tx.send(Internal::Batch { events, to, hash, head, time })
+            }
+            Ok(Step::Reorg { from, disputed, settled, depth }) => {
+                warn!(target: "chain", from, depth, disputes = disputed.len(), settlements = settled.len(), "reorg: re-scanning from the common ancestor");
+                next = from;
+                tx.send(Internal::Reorg { from, disputed, settled, depth })
+            }
+            Ok(Step::Raced) => continue,
+            Ok(Step::Idle { head, time }) => {
+                backoff = poll;
+                let sent = tx.send(Internal::Head { head, time });
                 tokio::time::sleep(poll).await;
+                sent
             }
             Err(e) => {
                 warn!(target: "chain", error = %e, retry_in = ?backoff, "chain watcher error");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_WATCH_BACKOFF);
+                Ok(())
             }
+        };
+        if sent.is_err() {
+            return;
         }
     }
 }

@@ -164,6 +164,26 @@ impl Store {
         Ok(())
     }
 
+    /// Persists the chain cursor `name` and the hash of that block (fsync'd,
+    /// atomically), so a restart can tell whether the block is still canonical.
+    pub fn set_cursor_at(&self, name: &str, block: u64, hash: B256) -> Result<(), StoreError> {
+        let mut batch = rocksdb::WriteBatch::default();
+        batch.put_cf(self.cf("cursor"), name, block.to_be_bytes());
+        batch.put_cf(self.cf("cursor"), format!("{name}#hash"), hash);
+        self.db.write_opt(batch, &synced())?;
+        Ok(())
+    }
+
+    /// The cursor `name` with its block hash, if both are set.
+    pub fn cursor_at(&self, name: &str) -> Result<Option<(u64, B256)>, StoreError> {
+        let Some(block) = self.cursor(name)? else { return Ok(None) };
+        match self.db.get_cf(self.cf("cursor"), format!("{name}#hash"))? {
+            Some(v) if v.len() == 32 => Ok(Some((block, B256::from_slice(&v)))),
+            Some(_) => Err(StoreError::Corrupt { what: "cursor hash" }),
+            None => Ok(None),
+        }
+    }
+
     /// The chain cursor `name`, if set.
     pub fn cursor(&self, name: &str) -> Result<Option<u64>, StoreError> {
         match self.db.get_cf(self.cf("cursor"), name)? {
@@ -431,8 +451,12 @@ pub(crate) mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.cursor("chain").unwrap(), None);
         store.set_cursor("chain", 42).unwrap();
+        assert_eq!(store.cursor_at("chain").unwrap(), None, "no hash recorded yet");
+        store.set_cursor_at("chain", 43, B256::repeat_byte(4)).unwrap();
         drop(store);
-        assert_eq!(Store::open(dir.path()).unwrap().cursor("chain").unwrap(), Some(42));
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.cursor("chain").unwrap(), Some(43));
+        assert_eq!(store.cursor_at("chain").unwrap(), Some((43, B256::repeat_byte(4))));
     }
 
     /// A process that records a decision and then dies without any clean-up

@@ -960,3 +960,57 @@ fn an_anchor_is_replayed_only_once_final_and_a_non_canonical_one_is_never_signed
     rig.drain();
     assert_eq!(rig.phase(&b), Phase::Expired);
 }
+
+#[test]
+fn a_reorged_out_dispute_is_dropped_before_signing_and_a_signed_one_is_kept() {
+    let mut rig = Rig::new(Some(0));
+    // Replaying when its Disputed log disappears.
+    let a = announcement(1);
+    rig.confirm(&a);
+    rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+    assert!(matches!(rig.drain()[..], [Action::Replay(_)]));
+    // Signed already.
+    let b = announcement(2);
+    rig.sign_through(&b, ReexecVerdict::Reproduced);
+    rig.drain();
+    rig.engine.on_reorg(a.block_number, &[a.deal_id, b.deal_id], &[], rig.now);
+    let actions = rig.drain();
+    assert!(rig.engine.view(&a.deal_id).is_none(), "dropped");
+    assert!(actions.iter().any(|x| matches!(x, Action::Prune(id) if *id == a.deal_id)));
+    assert!(actions.iter().any(|x| matches!(x,
+        Action::Confirm { source: ConfirmSource::Reorg, announcement, .. } if announcement.deal_id == a.deal_id)));
+    assert_eq!(rig.phase(&b), Phase::Signed, "a signed dispute is kept");
+    // The replay finishing late signs nothing; the chain says it is gone.
+    rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Reproduced)), rig.now);
+    rig.engine.on_confirmed(
+        a.clone(),
+        ConfirmSource::Reorg,
+        Ok(Confirmation::NotDisputed),
+        rig.now,
+    );
+    assert!(rig.drain().iter().all(|x| !matches!(x, Action::Sign { .. })));
+    assert!(rig.engine.view(&a.deal_id).is_none());
+    // Challenged again later: handled afresh, once.
+    let actions = rig.confirm(&a);
+    assert!(actions.iter().any(|x| matches!(x, Action::Gather(_))), "{actions:?}");
+    assert_eq!(rig.engine.len(), 2);
+}
+
+#[test]
+fn a_reorged_out_settlement_reopens_submission() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(1);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    for s in [1, 2] {
+        rig.gossip_partial(partial(s, EPOCH, own.commitment), origin(s as u8));
+    }
+    rig.batch();
+    rig.engine.on_settled_log(a.deal_id, Some(B256::repeat_byte(0x55)), rig.now);
+    rig.drain();
+    assert_eq!(rig.phase(&a), Phase::Settled);
+    rig.engine.on_reorg(a.block_number + 5, &[], &[a.deal_id], rig.now);
+    assert_eq!(rig.phase(&a), Phase::Certified);
+    rig.later(Duration::from_secs(60));
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().any(|x| matches!(x, Action::Submit { .. })), "resubmitted");
+}

@@ -100,3 +100,76 @@ async fn an_anchor_ahead_of_finalized_is_signed_only_once_final() {
     assert_eq!(net.0.wait_settled(open.deal_id, SETTLE).await.unwrap().settlement, RELEASED);
     let _ = &mut net;
 }
+
+/// With `confirmations = 0` a node acts on the head's logs. The challenge's
+/// block is reorged out (anvil `evm_revert` to a snapshot taken before it;
+/// new blocks follow) while the nodes wait for the anchor to be final: no
+/// node ever signs for it; the same deal challenged again settles once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispute_reorged_out_is_never_signed_and_settles_once_when_challenged_again() {
+    let mut net = launch(|o| {
+        o.confirmations = 0;
+        o.finality_slots = 5;
+    })
+    .await;
+    let head = net.0.provider.get_block_number().await.unwrap();
+    let content = net.0.deal_content_at(DealKind::Honest, head).await.unwrap();
+    let deal_id = net.0.deliver_deal(&content, &[0, 1, 2, 3]).await.unwrap();
+    let snapshot: alloy_primitives::U256 =
+        net.0.provider.raw_request("evm_snapshot".into(), ()).await.unwrap();
+    let open = net.0.challenge(deal_id).await.unwrap();
+    // Every node confirmed it (and waits for the anchor to be final).
+    let path = format!("/disputes/{deal_id}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for n in &net.0.nodes {
+        loop {
+            assert!(Instant::now() < deadline, "node {} never saw the dispute", n.index);
+            if let Ok(v) = n.get(&path).await {
+                assert!(v["own_signature"].is_null(), "signed before the anchor was final: {v}");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let reverted: bool =
+        net.0.provider.raw_request("evm_revert".into(), (snapshot,)).await.unwrap();
+    assert!(reverted);
+    let reorged_at = Instant::now();
+    net.0.reconnect().unwrap();
+    let deal = net.0.deal(deal_id).await.unwrap();
+    assert_eq!(deal.state, resolvd_node::contracts::deal_state::DELIVERED, "challenge undone");
+    // Long past the anchor's finality (about 10 blocks): nobody signed, the
+    // dispute is gone everywhere.
+    let mut noticed = None;
+    while reorged_at.elapsed() < Duration::from_secs(20) {
+        let mut gone = 0;
+        for n in &net.0.nodes {
+            match n.get(&path).await {
+                Ok(v) => assert!(v["own_signature"].is_null(), "node {} signed: {v}", n.index),
+                Err(_) => gone += 1,
+            }
+        }
+        if gone == net.0.nodes.len() && noticed.is_none() {
+            noticed = Some(reorged_at.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let noticed = noticed.expect("every node dropped the reorged-out dispute");
+    let reorgs = metric_sum(&net.0, "resolvd_reorgs_total", "").await;
+    assert!(reorgs >= 4.0, "{reorgs}");
+    #[allow(clippy::disallowed_macros)]
+    {
+        eprintln!(
+            "reorg: all 4 nodes dropped the dispute {noticed:?} after the revert \
+             (challenge → revert {:?})",
+            reorged_at - open.challenged
+        );
+    }
+    // Challenged again: handled afresh and settled once.
+    let again = net.0.challenge(deal_id).await.unwrap();
+    let settled = net.0.wait_settled(again.deal_id, SETTLE).await.unwrap();
+    assert_eq!(settled.settlement, RELEASED);
+    let resolves = metric_sum(&net.0, "resolvd_submissions_total", "result=\"sent\"").await;
+    assert!(resolves <= 1.0, "resolve succeeded {resolves} times");
+    let _ = &mut net;
+}
