@@ -52,6 +52,24 @@ pub enum ChainError {
     /// A transaction was requested but the node has no account.
     #[error("no transaction account configured (chain.account_keystore)")]
     NoAccount,
+    /// The account cannot pay for a transaction at the fee cap.
+    #[error("account {account} holds {balance} wei, a transaction needs up to {needed} wei (gas limit × chain.max_fee_per_gas): fund it")]
+    InsufficientFunds {
+        /// The account.
+        account: Address,
+        /// Its balance.
+        balance: U256,
+        /// Gas limit × max fee per gas.
+        needed: U256,
+    },
+    /// The next block's base fee alone is above `chain.max_fee_per_gas`.
+    #[error("base fee {base_fee} wei is above chain.max_fee_per_gas {cap} wei: not sending")]
+    FeeCap {
+        /// The next block's base fee.
+        base_fee: u128,
+        /// The cap.
+        cap: u128,
+    },
 }
 
 fn rpc<E: std::fmt::Display>(e: E) -> ChainError {
@@ -126,6 +144,74 @@ pub struct TxOutcome {
     pub gas_used: u64,
     /// Block it was included in.
     pub block: u64,
+    /// How many times it was replaced with higher fees before it was mined.
+    pub replacements: u32,
+}
+
+/// How the node prices its transactions (EIP-1559).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FeePolicy {
+    /// Never pay more than this per gas (base fee + tip).
+    pub max_fee_per_gas: u128,
+    /// The tip: this percentile of the tips paid in the last blocks.
+    pub priority_percentile: f64,
+    /// Replace a transaction not mined after this many blocks (same nonce,
+    /// fees raised by at least the 12.5 % replacement minimum, up to the cap).
+    pub replace_after_blocks: u64,
+}
+
+impl Default for FeePolicy {
+    fn default() -> Self {
+        Self {
+            max_fee_per_gas: 500_000_000_000,
+            priority_percentile: 50.0,
+            replace_after_blocks: 3,
+        }
+    }
+}
+
+/// The fees of one transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fees {
+    /// `maxFeePerGas`.
+    pub max_fee_per_gas: u128,
+    /// `maxPriorityFeePerGas`.
+    pub max_priority_fee_per_gas: u128,
+}
+
+impl Fees {
+    /// From `eth_feeHistory`: the next block's base fee and the tip
+    /// percentile of recent blocks; the max fee leaves room for the base fee
+    /// to double. Refused if the base fee alone exceeds the cap.
+    pub fn from_history(next_base_fee: u128, tips: &[u128], cap: u128) -> Result<Self, ChainError> {
+        if next_base_fee > cap {
+            return Err(ChainError::FeeCap { base_fee: next_base_fee, cap });
+        }
+        let mut tips = tips.to_vec();
+        tips.sort_unstable();
+        let tip = tips.get(tips.len() / 2).copied().unwrap_or(0).max(1);
+        let max_fee = next_base_fee.saturating_mul(2).saturating_add(tip).min(cap);
+        Ok(Self { max_fee_per_gas: max_fee, max_priority_fee_per_gas: tip.min(max_fee) })
+    }
+
+    /// The fees of a replacement: each at least 12.5 % (+1 wei) above these
+    /// (what nodes require to replace a pending transaction), or the fresh
+    /// estimate if that is higher; capped. `None` if the cap leaves no room.
+    pub fn bumped(self, fresh: Option<Fees>, cap: u128) -> Option<Self> {
+        let bump = |v: u128| v.saturating_add(v / 8).saturating_add(1);
+        let fresh = fresh.unwrap_or(self);
+        let max_fee = bump(self.max_fee_per_gas).max(fresh.max_fee_per_gas);
+        let tip = bump(self.max_priority_fee_per_gas).max(fresh.max_priority_fee_per_gas);
+        if max_fee > cap || tip > max_fee {
+            return None;
+        }
+        Some(Self { max_fee_per_gas: max_fee, max_priority_fee_per_gas: tip })
+    }
+
+    fn apply(self, tx: TransactionRequest) -> TransactionRequest {
+        tx.with_max_fee_per_gas(self.max_fee_per_gas)
+            .with_max_priority_fee_per_gas(self.max_priority_fee_per_gas)
+    }
 }
 
 /// A connection to the chain and the two contracts.
@@ -142,6 +228,8 @@ pub struct Chain {
     pub chain_id: u64,
     /// Serialises nonce reads and sends of the account (see [`Self::send`]).
     send_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// Transaction pricing.
+    pub fees: FeePolicy,
 }
 
 /// Loads the transaction account from an encrypted JSON keystore.
@@ -182,6 +270,7 @@ impl Chain {
             account,
             chain_id,
             send_lock: Default::default(),
+            fees: FeePolicy::default(),
         };
         chain.registry = chain.view(escrow, IEscrow::registryCall {}, None).await?;
         Ok(chain)
@@ -307,32 +396,128 @@ impl Chain {
         C::abi_decode_returns(&out).map_err(|e| ChainError::Unexpected(e.to_string()))
     }
 
-    /// Sends `call` to `to` from the node's account and waits (at most
-    /// [`RECEIPT_TIMEOUT`]) for the receipt. A revert (at estimation or
-    /// on-chain) is [`ChainError::Reverted`].
+    /// Sends `call` to `to` from the node's account and waits for the
+    /// receipt. A revert (at estimation or on-chain) is [`ChainError::Reverted`].
     ///
     /// The nonce is the account's `pending` transaction count, read for every
     /// send under a lock that is released once the node accepted the
     /// transaction (not across the receipt wait): a send that failed at the
     /// RPC leaves no gap, and a slow receipt does not hold up other sends.
+    /// Fees follow [`Self::fees`] (EIP-1559 from `eth_feeHistory`, capped);
+    /// the account must hold gas limit × cap. A transaction not mined after
+    /// `replace_after_blocks` blocks is replaced (same nonce, higher fees)
+    /// while the cap allows; the wait ends [`RECEIPT_TIMEOUT`] after the last
+    /// (re)send.
     pub async fn send<C: SolCall>(&self, to: Address, call: C) -> Result<TxOutcome, ChainError> {
         let from = self.account.ok_or(ChainError::NoAccount)?;
         let tx =
             TransactionRequest::default().with_from(from).with_to(to).with_input(call.abi_encode());
-        let pending = {
+        let (tx, hash, fees) = {
             let _one_at_a_time = self.send_lock.lock().await;
             let nonce = self.provider.get_transaction_count(from).pending().await.map_err(rpc)?;
             let tx = with_gas_headroom(&self.provider, tx.with_nonce(nonce)).await?;
+            let fees = self.current_fees().await?;
+            let needed =
+                U256::from(tx.gas.unwrap_or_default()) * U256::from(self.fees.max_fee_per_gas);
+            let balance = self.provider.get_balance(from).await.map_err(rpc)?;
+            if balance < needed {
+                return Err(ChainError::InsufficientFunds { account: from, balance, needed });
+            }
+            let tx = fees.apply(tx);
             let pending =
                 self.provider.send_transaction(tx.clone()).await.map_err(|e| revert_or_rpc(&e))?;
-            (pending, tx)
+            (tx, *pending.tx_hash(), fees)
         };
-        let receipt = confirm(&self.provider, pending.0, pending.1).await?;
+        let (receipt, tx, replacements) = self.mined(tx, hash, fees).await?;
+        if !receipt.status() {
+            let data = mined_revert_data(&self.provider, &receipt, tx).await;
+            return Err(ChainError::Reverted {
+                reason: format!(
+                    "transaction {} (block {:?}) reverted: {}",
+                    receipt.transaction_hash,
+                    receipt.block_number,
+                    decode_revert(&data)
+                ),
+                data,
+            });
+        }
         Ok(TxOutcome {
             tx_hash: receipt.transaction_hash,
             gas_used: receipt.gas_used,
             block: receipt.block_number.unwrap_or_default(),
+            replacements,
         })
+    }
+
+    /// The fees to send with now.
+    pub async fn current_fees(&self) -> Result<Fees, ChainError> {
+        let history = self
+            .provider
+            .get_fee_history(5, BlockNumberOrTag::Latest, &[self.fees.priority_percentile])
+            .await
+            .map_err(rpc)?;
+        // The last entry is the base fee of the block after the newest.
+        let next_base = history.base_fee_per_gas.last().copied().unwrap_or_default();
+        let tips: Vec<u128> =
+            history.reward.unwrap_or_default().iter().filter_map(|r| r.first().copied()).collect();
+        Fees::from_history(next_base, &tips, self.fees.max_fee_per_gas)
+    }
+
+    /// Waits for the receipt of `tx` (or of a replacement), replacing it
+    /// when it stays unmined. Returns the receipt, the transaction mined
+    /// (for revert data), and the number of replacements.
+    async fn mined(
+        &self,
+        mut tx: TransactionRequest,
+        first: B256,
+        mut fees: Fees,
+    ) -> Result<(alloy_rpc_types_eth::TransactionReceipt, TransactionRequest, u32), ChainError>
+    {
+        let mut sent = vec![(first, tx.clone())];
+        let mut last_send = std::time::Instant::now();
+        let mut sent_at = self.head().await?;
+        loop {
+            for (hash, request) in &sent {
+                if let Some(r) = self.provider.get_transaction_receipt(*hash).await.map_err(rpc)? {
+                    return Ok((r, request.clone(), sent.len() as u32 - 1));
+                }
+            }
+            if last_send.elapsed() > RECEIPT_TIMEOUT {
+                return Err(ChainError::Rpc(format!(
+                    "transaction {} (nonce {:?}) not mined within {RECEIPT_TIMEOUT:?}",
+                    sent.last().map(|(h, _)| *h).unwrap_or(first),
+                    tx.nonce
+                )));
+            }
+            let head = self.head().await?;
+            if head >= sent_at + self.fees.replace_after_blocks.max(1) {
+                sent_at = head;
+                let fresh = self.current_fees().await.ok();
+                match fees.bumped(fresh, self.fees.max_fee_per_gas) {
+                    Some(higher) => {
+                        let replacement = higher.apply(tx.clone());
+                        match self.provider.send_transaction(replacement.clone()).await {
+                            Ok(p) => {
+                                tracing::info!(target: "chain", replaced = %sent.last().map(|(h, _)| *h).unwrap_or(first), by = %p.tx_hash(), nonce = ?tx.nonce, max_fee = higher.max_fee_per_gas, tip = higher.max_priority_fee_per_gas, "transaction not mined: replaced with higher fees");
+                                sent.push((*p.tx_hash(), replacement.clone()));
+                                tx = replacement;
+                                fees = higher;
+                                last_send = std::time::Instant::now();
+                            }
+                            // Typically "nonce too low": an earlier one was
+                            // mined meanwhile; its receipt is found next round.
+                            Err(e) => {
+                                tracing::debug!(target: "chain", error = %e, "replacement not accepted")
+                            }
+                        }
+                    }
+                    None => {
+                        tracing::warn!(target: "chain", nonce = ?tx.nonce, cap = self.fees.max_fee_per_gas, "transaction not mined and the fee cap leaves no room to replace it")
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 
     /// Logs of both contracts in `[from, to]`, decoded, in chain order.

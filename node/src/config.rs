@@ -118,6 +118,13 @@ pub struct ChainConfig {
     /// (`"10" = "https://…"`). An anchor on a chain neither this one nor
     /// listed here cannot be checked, and is never signed.
     pub anchor_rpc: BTreeMap<String, String>,
+    /// Most the node pays per gas (base fee + tip), in wei.
+    pub max_fee_per_gas: u64,
+    /// Tip: this percentile (0–100) of the tips in the last five blocks.
+    pub priority_fee_percentile: u8,
+    /// A transaction not mined after this many blocks is replaced (same
+    /// nonce, fees +12.5 % or the fresh estimate, up to `max_fee_per_gas`).
+    pub replace_after_blocks: u64,
 }
 
 impl Default for ChainConfig {
@@ -132,6 +139,9 @@ impl Default for ChainConfig {
             account_keystore: None,
             account_password_file: None,
             anchor_rpc: BTreeMap::new(),
+            max_fee_per_gas: 500_000_000_000,
+            priority_fee_percentile: 50,
+            replace_after_blocks: 3,
         }
     }
 }

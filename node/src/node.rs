@@ -257,6 +257,26 @@ impl Node {
         })
         .await
         .map_err(|e| eyre::eyre!("chain at {} unreachable: {e}", cfg.chain.rpc_url))?;
+        let mut chain = chain;
+        chain.fees = crate::chain::FeePolicy {
+            max_fee_per_gas: u128::from(cfg.chain.max_fee_per_gas),
+            priority_percentile: f64::from(cfg.chain.priority_fee_percentile.min(100)),
+            replace_after_blocks: cfg.chain.replace_after_blocks,
+        };
+        if let Some(account) = chain.account {
+            // 1M gas at the cap: about two `resolve`s of a large committee.
+            let needed = alloy_primitives::U256::from(1_000_000u64)
+                * alloy_primitives::U256::from(cfg.chain.max_fee_per_gas);
+            match alloy_provider::Provider::get_balance(chain.provider(), account).await {
+                Ok(balance) if balance < needed => {
+                    warn!(target: "chain", %account, %balance, %needed, "the transaction account cannot pay 1M gas at chain.max_fee_per_gas: fund it, or resolve and slash transactions will fail")
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    warn!(target: "chain", %account, error = %e, "cannot read the account balance")
+                }
+            }
+        }
         let anchors = with_retries("connecting to the anchor chains", 10, || {
             AnchorChecker::connect(chain.chain_id, chain.provider().clone(), &cfg.chain.anchor_rpc)
         })
