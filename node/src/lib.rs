@@ -7,6 +7,7 @@
 //!   chain, replay and timer events into the engine and performs its actions;
 //! - [`content`]: content by hash over libp2p, with serving and connection limits;
 //! - [`chain`] and [`contracts`]: JSON-RPC access to the escrow and registry;
+//!   [`rpc`]: its endpoints (http(s), ws(s), TLS, failover, health, new heads);
 //! - [`p2p`]: gossip and content exchange;
 //! - [`store`]: RocksDB (content, fsync'd slashing protection, disputes,
 //!   partials, certificates, cursor, evidence);
@@ -28,4 +29,5 @@ pub mod keystore;
 pub mod metrics;
 pub mod node;
 pub mod p2p;
+pub mod rpc;
 pub mod store;
