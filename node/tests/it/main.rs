@@ -8,3 +8,4 @@ mod gas;
 mod hardening;
 mod network;
 mod p2p;
+mod rpc;
