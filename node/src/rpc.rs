@@ -23,7 +23,7 @@
 
 use crate::chain::{RPC_CONNECT_TIMEOUT, RPC_TIMEOUT};
 use alloy_json_rpc::{RequestPacket, ResponsePacket};
-use alloy_primitives::U64;
+use alloy_primitives::{B256, U64};
 use alloy_pubsub::{ConnectionHandle, PubSubConnect, PubSubFrontend};
 use alloy_rpc_client::RpcClient;
 use alloy_transport::{
@@ -36,7 +36,10 @@ use serde::Serialize;
 use std::{
     fmt,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex, RwLock, Weak},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex, RwLock, Weak,
+    },
     task::{Context, Poll},
     time::{Duration, Instant},
 };
@@ -47,6 +50,9 @@ use tracing::{debug, error, info, warn};
 /// its chain id was checked, `eth_chainId`; or, a WebSocket endpoint that
 /// could not connect, connected again).
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+/// Bound on one probe request: an endpoint slower than this is down (a
+/// WebSocket that is reconnecting holds requests until it is back).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Keep-alive ping of a WebSocket connection (a missed pong drops it).
 pub const WS_KEEPALIVE: Duration = Duration::from_secs(10);
 /// First delay before a dropped WebSocket connection or head subscription is
@@ -142,6 +148,22 @@ pub fn redact(url: &Url) -> String {
         Some(port) => format!("{}://{host}:{port}", url.scheme()),
         None => format!("{}://{host}", url.scheme()),
     }
+}
+
+/// [`redact`] of each URL; two that redact alike get `#<position>` (1-based).
+fn labels(urls: &[Url]) -> Vec<String> {
+    let plain: Vec<String> = urls.iter().map(redact).collect();
+    plain
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            if plain.iter().filter(|other| *other == l).count() > 1 {
+                format!("{l}#{}", i + 1)
+            } else {
+                l.clone()
+            }
+        })
+        .collect()
 }
 
 fn redact_str(raw: &str) -> String {
@@ -320,8 +342,8 @@ impl Endpoint {
         s.head_at = Some(Instant::now());
     }
 
-    /// Sends `req`, bounded by [`RPC_TIMEOUT`], and records the outcome.
-    async fn call(&self, req: RequestPacket) -> TransportResult<ResponsePacket> {
+    /// Sends `req`, bounded by `limit`, and records the outcome.
+    async fn call(&self, req: RequestPacket, limit: Duration) -> TransportResult<ResponsePacket> {
         let Some(mut transport) = self.transport() else {
             let e = "not connected".to_owned();
             self.record_err(e.clone());
@@ -330,8 +352,7 @@ impl Endpoint {
         let block_number =
             matches!(&req, RequestPacket::Single(r) if r.method() == "eth_blockNumber");
         let started = Instant::now();
-        let result =
-            tokio::time::timeout(RPC_TIMEOUT, tower::Service::call(&mut transport, req)).await;
+        let result = tokio::time::timeout(limit, tower::Service::call(&mut transport, req)).await;
         match result {
             Ok(Ok(response)) => {
                 let head = if block_number { head_of(&response) } else { None };
@@ -343,15 +364,26 @@ impl Endpoint {
                 Err(e)
             }
             Err(_) => {
-                let text = format!("timed out after {RPC_TIMEOUT:?}");
+                let text = format!("timed out after {limit:?}");
                 self.record_err(text.clone());
                 Err(TransportErrorKind::custom_str(&text))
             }
         }
     }
 
-    fn client(self: &Arc<Self>) -> RpcClient {
-        RpcClient::new(Single(self.clone()), self.local)
+    /// This endpoint alone, each request bounded by `limit` (the start-up
+    /// check, the probes, the head subscription).
+    ///
+    /// Its request ids come from a block of its own above 2^62: alloy's
+    /// pubsub service keys a connection's in-flight requests by id, and the
+    /// provider's client (numbering from 0) and these share one WebSocket.
+    /// Two requests in flight with one id would get each other's answers
+    /// (or none: a re-subscription after a reconnect was lost that way).
+    fn client(self: &Arc<Self>, limit: Duration) -> RpcClient {
+        static NEXT: AtomicU64 = AtomicU64::new(1 << 62);
+        let first = NEXT.fetch_add(1 << 16, Ordering::Relaxed);
+        let inner = alloy_rpc_client::RpcClientInner::new(Single(self.clone(), limit), self.local);
+        RpcClient::from_inner(inner.with_id(first))
     }
 
     fn health(&self) -> EndpointHealth {
@@ -412,7 +444,7 @@ fn overloaded(response: &ResponsePacket) -> bool {
 
 /// One endpoint as a transport (probes and the chain-id check).
 #[derive(Clone, Debug)]
-struct Single(Arc<Endpoint>);
+struct Single(Arc<Endpoint>, Duration);
 
 impl tower::Service<RequestPacket> for Single {
     type Response = ResponsePacket;
@@ -424,8 +456,8 @@ impl tower::Service<RequestPacket> for Single {
     }
 
     fn call(&mut self, req: RequestPacket) -> Self::Future {
-        let endpoint = self.0.clone();
-        Box::pin(async move { endpoint.call(req).await })
+        let (endpoint, limit) = (self.0.clone(), self.1);
+        Box::pin(async move { endpoint.call(req, limit).await })
     }
 }
 
@@ -469,7 +501,7 @@ impl tower::Service<RequestPacket> for Failover {
             let mut last = None;
             let count = order.len();
             for (i, endpoint) in order.into_iter().enumerate() {
-                match endpoint.call(req.clone()).await {
+                match endpoint.call(req.clone(), RPC_TIMEOUT).await {
                     Ok(response) if i + 1 < count && overloaded(&response) => {
                         let text = "answered \"limit exceeded\" (-32005 / 429)".to_owned();
                         warn!(target: "chain", endpoint = %endpoint.label, error = %text, "rpc endpoint failed, trying the next one");
@@ -538,12 +570,7 @@ impl Failover {
             .build()
             .map_err(|e| RpcSetupError::Client(e.to_string()))?;
         let tls = Arc::new(tls);
-        let mut labels: Vec<String> = urls.iter().map(redact).collect();
-        for i in 0..labels.len() {
-            if labels.iter().filter(|l| **l == labels[i]).count() > 1 {
-                labels[i] = format!("{}#{}", labels[i], i + 1);
-            }
-        }
+        let labels = labels(&urls);
         let mut endpoints = Vec::with_capacity(urls.len());
         for (url, label) in urls.into_iter().zip(labels) {
             let local = alloy_transport::utils::guess_local_url(url.as_str());
@@ -576,7 +603,7 @@ impl Failover {
         }
         let answers = futures::future::join_all(endpoints.iter().map(|e| async move {
             e.ensure_connected().await;
-            e.client().request_noparams::<U64>("eth_chainId").await
+            e.client(RPC_CONNECT_TIMEOUT).request_noparams::<U64>("eth_chainId").await
         }))
         .await;
         let mut reference: Option<(usize, u64)> = None;
@@ -625,8 +652,9 @@ impl Failover {
         self.inner.endpoints.iter().all(|e| e.local)
     }
 
-    /// The provider's RPC client over this transport.
-    pub fn client(&self) -> RpcClient {
+    /// The provider's RPC client over this transport; request ids from 0
+    /// (see [`Endpoint::client`]), so make one per transport.
+    pub(crate) fn client(&self) -> RpcClient {
         RpcClient::new(self.clone(), self.is_local())
     }
 
@@ -682,7 +710,7 @@ async fn probe_one(endpoint: &Arc<Endpoint>, chain_id: u64) {
         return;
     }
     endpoint.ensure_connected().await;
-    let client = endpoint.client();
+    let client = endpoint.client(PROBE_TIMEOUT);
     if !checked {
         let Ok(id) = client.request_noparams::<U64>("eth_chainId").await else { return };
         let id = id.to::<u64>();
@@ -707,7 +735,6 @@ async fn probe_one(endpoint: &Arc<Endpoint>, chain_id: u64) {
 /// when a subscription cannot be made or ends, waits (doubling from
 /// [`MIN_BACKOFF`] to [`MAX_BACKOFF`]) and subscribes again.
 async fn heads(inner: Weak<Inner>, tx: tokio::sync::watch::Sender<u64>) {
-    use alloy_provider::Provider;
     use futures::StreamExt;
     let mut backoff = MIN_BACKOFF;
     loop {
@@ -722,17 +749,23 @@ async fn heads(inner: Weak<Inner>, tx: tokio::sync::watch::Sender<u64>) {
         };
         if let Some(endpoint) = endpoint {
             if let Some(frontend) = endpoint.pubsub() {
-                let provider = alloy_provider::RootProvider::<alloy_network::Ethereum>::new(
-                    RpcClient::new(frontend, endpoint.local),
-                );
+                // As alloy's own `subscribe_blocks`, over this endpoint's client
+                // (its request ids): the pubsub service answers `eth_subscribe`
+                // with a local subscription id.
+                let client = endpoint.client(RPC_TIMEOUT);
+                let subscribe = async {
+                    let id: B256 = client.request("eth_subscribe", ("newHeads",)).await?;
+                    frontend.get_subscription(id).await
+                };
                 let sub = tokio::select! {
-                    sub = provider.subscribe_blocks() => sub,
+                    sub = subscribe => sub,
                     () = tx.closed() => return,
                 };
                 match sub {
                     Ok(sub) => {
                         info!(target: "chain", endpoint = %endpoint.label, "subscribed to new heads");
-                        let mut stream = sub.into_stream();
+                        let mut stream =
+                            sub.into_typed::<alloy_rpc_types_eth::Header>().into_stream();
                         loop {
                             let next = tokio::select! {
                                 next = stream.next() => next,
@@ -845,6 +878,16 @@ mod tests {
             RpcOptions { urls: vec!["http://a:1".into(), "http://a:1".into()], ca_file: None };
         assert!(twice.parse().unwrap_err().to_string().contains("twice"));
         assert!(matches!(RpcOptions::default().parse(), Err(RpcSetupError::NoEndpoint)));
+        let same_host = RpcOptions {
+            urls: vec![
+                "https://h.example/v2/KEY1".into(),
+                "https://h.example/v2/KEY2".into(),
+                "wss://h.example".into(),
+            ],
+            ca_file: None,
+        };
+        let labels = labels(&same_host.parse().unwrap());
+        assert_eq!(labels, ["https://h.example#1", "https://h.example#2", "wss://h.example"]);
     }
 
     #[test]

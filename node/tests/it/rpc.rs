@@ -203,8 +203,9 @@ async fn settles(net: &mut Net, kind: DealKind, settlement: u8) {
 
 /// (a) and (b): a node settles over `https://`, then over `wss://`, trusting
 /// the test's CA through `chain.ca_file`; without the CA the certificate is
-/// refused. A `newHeads` subscription over `wss://` delivers heads, and
-/// delivers them again after the endpoint was killed and came back.
+/// refused. A `newHeads` subscription over `wss://` delivers heads; the
+/// endpoint killed shows down in its health, and once it is back heads flow
+/// again and it shows up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_settles_over_https_and_wss_with_a_private_ca() {
     let mut net = launch(|o| {
@@ -244,8 +245,18 @@ async fn a_node_settles_over_https_and_wss_with_a_private_ca() {
     assert!(second > first, "{first} then {second}");
     let addr = proxy.addr;
     proxy.kill().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let down = chain.endpoints();
+    // The probe notices within its interval plus its timeout.
+    let noticed = std::time::Instant::now();
+    let down = loop {
+        let health = chain.endpoints();
+        if !health[0].up {
+            break health;
+        }
+        assert!(noticed.elapsed() < Duration::from_secs(30), "still up: {health:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let noticed = noticed.elapsed();
+    assert!(down[0].last_error.is_some(), "{down:?}");
     let mut proxy = TlsProxy::bind(addr, upstream, ca.server.clone()).await;
     let resumed = tokio::time::timeout(Duration::from_secs(90), async {
         loop {
@@ -260,9 +271,14 @@ async fn a_node_settles_over_https_and_wss_with_a_private_ca() {
     let health = chain.endpoints();
     #[allow(clippy::disallowed_macros)]
     {
-        eprintln!("rpc: ws endpoint while killed: {down:?}; after: {health:?}");
+        eprintln!("rpc: ws endpoint down after {noticed:?}: {down:?}; after: {health:?}");
     }
     assert!(health[0].head >= Some(resumed), "{health:?}");
+    let back = std::time::Instant::now();
+    while !chain.endpoints()[0].up {
+        assert!(back.elapsed() < Duration::from_secs(30), "{:?}", chain.endpoints());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     assert_eq!(health[0].kind, resolvd_node::rpc::EndpointKind::Ws);
 
     // A node over wss.
