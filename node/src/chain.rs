@@ -1,4 +1,5 @@
-//! Chain access over JSON-RPC (alloy): event scanning with confirmations,
+//! Chain access over JSON-RPC (alloy, over the endpoints and failover of
+//! [`crate::rpc`]): event scanning with confirmations,
 //! views at a confirmed block, committee loading, and transaction sending
 //! with revert decoding.
 //!
@@ -8,6 +9,8 @@
 use crate::contracts::{
     deal_state, Deal, Evidence, IEscrow, IRegistry, VerdictCommitment as AbiCommitment, IERC20,
 };
+pub use crate::rpc::RpcOptions;
+use crate::rpc::{ConnectError, EndpointHealth, Failover};
 use crate::{
     config::{BlockTag, Confirmations},
     dispute::Confirmation,
@@ -18,6 +21,7 @@ use alloy_provider::{DynProvider, Provider, ProviderBuilder};
 use alloy_rpc_types_eth::{BlockId, BlockNumberOrTag, Filter, TransactionRequest};
 use alloy_signer_local::PrivateKeySigner;
 use alloy_sol_types::{SolCall, SolEvent, SolInterface};
+use futures::Stream;
 use resolvd_consensus::{Committee, Member, PublicKey, QuorumCertificate, Threshold};
 use resolvd_proto::{wire::DisputeAnnouncement, VerdictCommitment, VerdictDomain};
 use std::{path::Path, time::Duration};
@@ -70,6 +74,12 @@ pub enum ChainError {
         /// The cap.
         cap: u128,
     },
+    /// An RPC endpoint serves another chain than the others (not retryable).
+    #[error("{0}")]
+    WrongChain(String),
+    /// The RPC configuration cannot work: a bad URL or `chain.ca_file` (not retryable).
+    #[error("rpc configuration: {0}")]
+    Config(String),
 }
 
 fn rpc<E: std::fmt::Display>(e: E) -> ChainError {
@@ -230,6 +240,8 @@ pub struct Chain {
     send_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// Transaction pricing.
     pub fees: FeePolicy,
+    /// The endpoints under the provider, with their health.
+    transport: Failover,
 }
 
 /// Loads the transaction account from an encrypted JSON keystore.
@@ -241,39 +253,76 @@ pub fn load_account(keystore: &Path, password_file: &Path) -> eyre::Result<Priva
 }
 
 impl Chain {
-    /// Connects to `rpc_url`, reads the chain id and the escrow's registry.
+    /// Connects to one endpoint, trusting the webpki roots only (the one-shot
+    /// commands' `--rpc-url`); see [`Self::connect_with`].
     pub async fn connect(
         rpc_url: &str,
         escrow: Address,
         signer: Option<PrivateKeySigner>,
     ) -> Result<Self, ChainError> {
-        let url =
-            rpc_url.parse().map_err(|e| ChainError::Rpc(format!("rpc url {rpc_url}: {e}")))?;
+        Self::connect_with(&RpcOptions::single(rpc_url), escrow, signer).await
+    }
+
+    /// Connects to every endpoint of `rpc` (reads and sends fail over in
+    /// their order, see [`crate::rpc`]), checks that all that answer report
+    /// one chain id ([`ChainError::WrongChain`] names one that does not), and
+    /// reads the escrow's registry.
+    pub async fn connect_with(
+        rpc: &RpcOptions,
+        escrow: Address,
+        signer: Option<PrivateKeySigner>,
+    ) -> Result<Self, ChainError> {
         let account = signer.as_ref().map(|s| s.address());
-        let http = reqwest::Client::builder()
-            .timeout(RPC_TIMEOUT)
-            .connect_timeout(RPC_CONNECT_TIMEOUT)
-            .build()
-            .map_err(|e| ChainError::Rpc(format!("http client: {e}")))?;
+        let transport = Failover::connect(rpc).await.map_err(|e| match e {
+            ConnectError::WrongChain { .. } => ChainError::WrongChain(e.to_string()),
+            ConnectError::Setup(e) => ChainError::Config(e.to_string()),
+            e => ChainError::Rpc(e.to_string()),
+        })?;
+        let client = transport.client();
         let provider = match signer {
             Some(s) => ProviderBuilder::new()
                 .wallet(EthereumWallet::from(s))
-                .connect_reqwest(http, url)
+                .connect_client(client)
                 .erased(),
-            None => ProviderBuilder::new().connect_reqwest(http, url).erased(),
+            None => ProviderBuilder::new().connect_client(client).erased(),
         };
-        let chain_id = provider.get_chain_id().await.map_err(rpc)?;
         let mut chain = Self {
             provider,
             escrow,
             registry: Address::ZERO,
             account,
-            chain_id,
+            chain_id: transport.chain_id(),
             send_lock: Default::default(),
             fees: FeePolicy::default(),
+            transport,
         };
         chain.registry = chain.view(escrow, IEscrow::registryCall {}, None).await?;
         Ok(chain)
+    }
+
+    /// Every RPC endpoint's health (in `chain.rpc_urls` order): up or down,
+    /// head, consecutive errors, last error, latency. For `/status`; the
+    /// metrics take the same list through
+    /// [`crate::metrics::Metrics::observe_endpoints`].
+    pub fn endpoints(&self) -> Vec<EndpointHealth> {
+        self.transport.endpoints()
+    }
+
+    /// Block numbers of new heads, pushed by a `newHeads` subscription on the
+    /// first WebSocket endpoint that is up; `None` when no endpoint is a
+    /// WebSocket (poll instead).
+    ///
+    /// A wake-up, not a source of truth: numbers may repeat or skip (a
+    /// reconnection, a reorg, a slow reader sees only the latest), so the
+    /// watcher still scans logs from its cursor to the confirmed head. A
+    /// dropped connection is reopened by alloy's pubsub service (which also
+    /// re-subscribes); a subscription that fails or ends is made again after
+    /// a backoff doubling from 1 s to 30 s, on the next WebSocket endpoint
+    /// that is up. The stream does not end while the chain is in use.
+    pub async fn subscribe_heads(
+        &self,
+    ) -> Option<impl Stream<Item = u64> + Send + Unpin + 'static> {
+        self.transport.subscribe_heads()
     }
 
     /// The provider.

@@ -56,6 +56,9 @@ pub enum LogFormat {
     Json,
 }
 
+/// `chain.rpc_url` when nothing is set: a local node.
+pub const DEFAULT_RPC_URL: &str = "http://127.0.0.1:8545";
+
 /// `chain.confirmations`: a depth under the head, or a block tag.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(untagged)]
@@ -95,8 +98,17 @@ impl std::str::FromStr for Confirmations {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ChainConfig {
-    /// JSON-RPC endpoint (HTTP).
+    /// JSON-RPC endpoint: `http://`, `https://`, `ws://` or `wss://`. The
+    /// one-element form of `rpc_urls`; leave it unset when that is set.
     pub rpc_url: String,
+    /// Several JSON-RPC endpoints in order of preference: requests go to the
+    /// first one that is up and fail over to the next on errors or timeouts.
+    /// Replaces `rpc_url` (setting both is refused).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rpc_urls: Vec<String>,
+    /// PEM file of CA certificates trusted for `https://` and `wss://`
+    /// endpoints in addition to the webpki (Mozilla) roots: a private CA.
+    pub ca_file: Option<PathBuf>,
     /// The escrow contract (the registry is read from it).
     pub escrow: Address,
     /// When a block counts as confirmed: a number of blocks under the head,
@@ -130,7 +142,9 @@ pub struct ChainConfig {
 impl Default for ChainConfig {
     fn default() -> Self {
         Self {
-            rpc_url: "http://127.0.0.1:8545".into(),
+            rpc_url: DEFAULT_RPC_URL.into(),
+            rpc_urls: Vec::new(),
+            ca_file: None,
             escrow: Address::ZERO,
             confirmations: Confirmations::Blocks(2),
             poll_interval_ms: 1_000,
@@ -143,6 +157,28 @@ impl Default for ChainConfig {
             priority_fee_percentile: 50,
             replace_after_blocks: 3,
         }
+    }
+}
+
+impl ChainConfig {
+    /// The endpoints to use: `rpc_urls` if set, else `rpc_url`, checked
+    /// (schemes, no duplicates), with `ca_file`. Setting `rpc_urls` and
+    /// changing `rpc_url` from its default is an error: which one was meant
+    /// cannot be known. (`--rpc-url` and `RESOLVD_RPC_URL` replace both.)
+    pub fn rpc(&self) -> eyre::Result<crate::rpc::RpcOptions> {
+        eyre::ensure!(
+            self.rpc_urls.is_empty() || self.rpc_url == DEFAULT_RPC_URL,
+            "chain.rpc_url and chain.rpc_urls are both set: keep one (rpc_urls for several \
+             endpoints)"
+        );
+        let urls = if self.rpc_urls.is_empty() {
+            vec![self.rpc_url.clone()]
+        } else {
+            self.rpc_urls.clone()
+        };
+        let options = crate::rpc::RpcOptions { urls, ca_file: self.ca_file.clone() };
+        options.parse().map_err(|e| eyre::eyre!("chain: {e}"))?;
+        Ok(options)
     }
 }
 
@@ -292,6 +328,7 @@ impl NodeConfig {
     pub fn validate(&self) -> eyre::Result<()> {
         eyre::ensure!(self.chain.escrow != Address::ZERO, "chain.escrow is not set");
         eyre::ensure!(self.chain.max_log_range > 0, "chain.max_log_range must be > 0");
+        self.chain.rpc()?;
         eyre::ensure!(self.pipeline.replay_workers > 0, "pipeline.replay_workers must be > 0");
         eyre::ensure!(
             self.chain.account_keystore.is_some() == self.chain.account_password_file.is_some(),
@@ -330,5 +367,24 @@ mod tests {
         assert_eq!(tagged.chain.confirmations, Confirmations::Tag(BlockTag::Finalized));
         assert!(NodeConfig::from_toml("[chain]\nconfirmations = \"latest\"\n").is_err());
         assert_eq!(partial.chain.poll_interval_ms, 1_000);
+    }
+
+    #[test]
+    fn rpc_url_and_rpc_urls() {
+        let one = NodeConfig::from_toml("[chain]\nrpc_url = \"wss://a.example\"\n").unwrap();
+        assert_eq!(one.chain.rpc().unwrap().urls, ["wss://a.example"]);
+        let text = "[chain]\nrpc_urls = [\"https://a.example\", \"wss://b.example\"]\n\
+                    ca_file = \"/etc/resolvd/ca.pem\"\n";
+        let many = NodeConfig::from_toml(text).unwrap();
+        let rpc = many.chain.rpc().unwrap();
+        assert_eq!(rpc.urls, ["https://a.example", "wss://b.example"]);
+        assert_eq!(rpc.ca_file.as_deref(), Some(std::path::Path::new("/etc/resolvd/ca.pem")));
+        let back = NodeConfig::from_toml(&toml::to_string(&many).unwrap()).unwrap();
+        assert_eq!(back, many);
+        let both = "[chain]\nrpc_url = \"https://a.example\"\nrpc_urls = [\"https://b.example\"]\n";
+        let err = NodeConfig::from_toml(both).unwrap().chain.rpc().unwrap_err();
+        assert!(err.to_string().contains("both set"), "{err}");
+        let bad = NodeConfig::from_toml("[chain]\nrpc_urls = [\"ftp://x\"]\n").unwrap();
+        assert!(bad.chain.rpc().unwrap_err().to_string().contains("scheme ftp"));
     }
 }

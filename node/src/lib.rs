@@ -8,6 +8,7 @@
 //! - [`content`]: content by hash over libp2p, with serving and connection limits;
 //! - [`chain`] and [`contracts`]: JSON-RPC access to the escrow and registry;
 //!   [`anchor`]: anchors checked canonical and final before a replay;
+//!   [`rpc`]: its endpoints (http(s), ws(s), TLS, failover, health, new heads);
 //! - [`p2p`]: gossip and content exchange;
 //! - [`store`]: RocksDB (content, fsync'd slashing protection, disputes,
 //!   partials, certificates, cursor, evidence);
@@ -30,4 +31,5 @@ pub mod keystore;
 pub mod metrics;
 pub mod node;
 pub mod p2p;
+pub mod rpc;
 pub mod store;

@@ -77,7 +77,7 @@ pub(crate) struct RunArgs {
     /// Overrides `data_dir`.
     #[arg(long, env = "RESOLVD_DATA_DIR")]
     pub(crate) data_dir: Option<PathBuf>,
-    /// Overrides `chain.rpc_url`.
+    /// Overrides `chain.rpc_url` and `chain.rpc_urls` (one endpoint).
     #[arg(long, env = "RESOLVD_RPC_URL")]
     pub(crate) rpc_url: Option<String>,
     /// Overrides `chain.escrow`.
@@ -121,6 +121,9 @@ impl RunArgs {
         };
         set(&mut c.data_dir, &self.data_dir);
         set(&mut c.chain.rpc_url, &self.rpc_url);
+        if self.rpc_url.is_some() {
+            c.chain.rpc_urls.clear();
+        }
         set(&mut c.chain.escrow, &self.escrow);
         set(&mut c.chain.confirmations, &self.confirmations);
         set(&mut c.p2p.listen, &self.p2p_listen);

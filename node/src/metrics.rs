@@ -1,10 +1,12 @@
 //! Prometheus metrics (`GET /metrics`, OpenMetrics text).
 
+use crate::rpc::EndpointHealth;
 use prometheus_client::{
     encoding::{text::encode, EncodeLabelSet},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
+use std::sync::atomic::AtomicU64;
 
 /// A `result` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -20,6 +22,13 @@ pub struct GossipLabel {
     pub topic: &'static str,
     /// accept / ignore / reject.
     pub result: &'static str,
+}
+
+/// An `endpoint` label: an RPC endpoint as `scheme://host[:port]`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabel {
+    /// [`crate::rpc::EndpointHealth::endpoint`].
+    pub endpoint: String,
 }
 
 /// Every metric of a node.
@@ -72,6 +81,18 @@ pub struct Metrics {
     pub dispute_to_certificate: Histogram,
     /// Seconds from the node learning of a dispute to seeing it settled.
     pub dispute_to_settlement: Histogram,
+    /// 1 while an RPC endpoint is up (chain id checked, last request answered).
+    pub rpc_endpoint_up: Family<EndpointLabel, Gauge>,
+    /// The highest block number an RPC endpoint reported.
+    pub rpc_endpoint_head: Family<EndpointLabel, Gauge>,
+    /// Failed requests to an RPC endpoint since its last success.
+    pub rpc_endpoint_consecutive_errors: Family<EndpointLabel, Gauge>,
+    /// Failed requests to an RPC endpoint (transport errors, timeouts).
+    pub rpc_endpoint_errors: Family<EndpointLabel, Counter>,
+    /// Requests sent to an RPC endpoint.
+    pub rpc_endpoint_requests: Family<EndpointLabel, Counter>,
+    /// Duration of an RPC endpoint's last successful request.
+    pub rpc_endpoint_latency: Family<EndpointLabel, Gauge<f64, AtomicU64>>,
 }
 
 fn latency() -> Histogram {
@@ -106,6 +127,12 @@ impl Default for Metrics {
             disputes_in_memory: Gauge::default(),
             dispute_to_certificate: latency(),
             dispute_to_settlement: latency(),
+            rpc_endpoint_up: Family::default(),
+            rpc_endpoint_head: Family::default(),
+            rpc_endpoint_consecutive_errors: Family::default(),
+            rpc_endpoint_errors: Family::default(),
+            rpc_endpoint_requests: Family::default(),
+            rpc_endpoint_latency: Family::default(),
         };
         registry.register("gossip_messages", "Gossip messages validated", m.gossip.clone());
         registry.register("replays", "Replays finished", m.replays.clone());
@@ -174,6 +201,36 @@ impl Default for Metrics {
             "Dispute seen to settlement seen",
             m.dispute_to_settlement.clone(),
         );
+        registry.register(
+            "rpc_endpoint_up",
+            "RPC endpoint up (chain id checked, last request answered)",
+            m.rpc_endpoint_up.clone(),
+        );
+        registry.register(
+            "rpc_endpoint_head",
+            "Highest block number an RPC endpoint reported",
+            m.rpc_endpoint_head.clone(),
+        );
+        registry.register(
+            "rpc_endpoint_consecutive_errors",
+            "Failed requests to an RPC endpoint since its last success",
+            m.rpc_endpoint_consecutive_errors.clone(),
+        );
+        registry.register(
+            "rpc_endpoint_errors",
+            "Failed requests to an RPC endpoint",
+            m.rpc_endpoint_errors.clone(),
+        );
+        registry.register(
+            "rpc_endpoint_requests",
+            "Requests sent to an RPC endpoint",
+            m.rpc_endpoint_requests.clone(),
+        );
+        registry.register(
+            "rpc_endpoint_latency_seconds",
+            "Duration of an RPC endpoint's last successful request",
+            m.rpc_endpoint_latency.clone(),
+        );
         Self { registry, ..m }
     }
 }
@@ -187,8 +244,80 @@ impl Metrics {
         out
     }
 
+    /// Sets the `rpc_endpoint_*` metrics from [`crate::chain::Chain::endpoints`]
+    /// (call it whenever the status is refreshed; the counters take the
+    /// difference to the totals they last saw).
+    pub fn observe_endpoints(&self, endpoints: &[EndpointHealth]) {
+        for e in endpoints {
+            let label = EndpointLabel { endpoint: e.endpoint.clone() };
+            self.rpc_endpoint_up.get_or_create(&label).set(i64::from(e.up));
+            if let Some(head) = e.head {
+                self.rpc_endpoint_head
+                    .get_or_create(&label)
+                    .set(i64::try_from(head).unwrap_or(i64::MAX));
+            }
+            self.rpc_endpoint_consecutive_errors
+                .get_or_create(&label)
+                .set(i64::try_from(e.consecutive_errors).unwrap_or(i64::MAX));
+            for (family, total) in
+                [(&self.rpc_endpoint_errors, e.errors), (&self.rpc_endpoint_requests, e.requests)]
+            {
+                let counter = family.get_or_create(&label);
+                let seen = counter.get();
+                if total > seen {
+                    counter.inc_by(total - seen);
+                }
+            }
+            if let Some(ms) = e.latency_ms {
+                self.rpc_endpoint_latency.get_or_create(&label).set(ms / 1_000.0);
+            }
+        }
+    }
+
     /// Increments `family{result}`.
     pub fn count(family: &Family<ResultLabel, Counter>, result: &'static str) {
         family.get_or_create(&ResultLabel { result }).inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::{EndpointHealth, EndpointKind};
+
+    #[test]
+    fn endpoint_health_is_exported() {
+        let m = Metrics::default();
+        let mut e = EndpointHealth {
+            endpoint: "https://rpc.example.org".into(),
+            kind: EndpointKind::Http,
+            up: true,
+            chain_id: Some(1),
+            refused: false,
+            head: Some(42),
+            consecutive_errors: 0,
+            requests: 10,
+            errors: 2,
+            last_error: None,
+            latency_ms: Some(12.5),
+        };
+        m.observe_endpoints(std::slice::from_ref(&e));
+        e.up = false;
+        e.consecutive_errors = 3;
+        e.errors = 5;
+        e.requests = 13;
+        m.observe_endpoints(&[e]);
+        let text = m.render();
+        let label = "{endpoint=\"https://rpc.example.org\"}";
+        for line in [
+            format!("resolvd_rpc_endpoint_up{label} 0"),
+            format!("resolvd_rpc_endpoint_head{label} 42"),
+            format!("resolvd_rpc_endpoint_consecutive_errors{label} 3"),
+            format!("resolvd_rpc_endpoint_errors_total{label} 5"),
+            format!("resolvd_rpc_endpoint_requests_total{label} 13"),
+            format!("resolvd_rpc_endpoint_latency_seconds{label} 0.0125"),
+        ] {
+            assert!(text.contains(&line), "{line} missing in\n{text}");
+        }
     }
 }

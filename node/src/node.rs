@@ -252,11 +252,12 @@ impl Node {
             (Some(k), Some(p)) => Some(crate::chain::load_account(k, p)?),
             _ => None,
         };
+        let rpc = cfg.chain.rpc()?;
         let chain = with_retries("connecting to the chain", 10, || {
-            Chain::connect(&cfg.chain.rpc_url, cfg.chain.escrow, account.clone())
+            Chain::connect_with(&rpc, cfg.chain.escrow, account.clone())
         })
         .await
-        .map_err(|e| eyre::eyre!("chain at {} unreachable: {e}", cfg.chain.rpc_url))?;
+        .map_err(|e| eyre::eyre!("chain at {rpc} unreachable: {e}"))?;
         let mut chain = chain;
         chain.fees = crate::chain::FeePolicy {
             max_fee_per_gas: u128::from(cfg.chain.max_fee_per_gas),

@@ -10,3 +10,4 @@ mod gas;
 mod hardening;
 mod network;
 mod p2p;
+mod rpc;
