@@ -100,6 +100,8 @@ pub struct Status {
     pub epoch: u64,
     /// This node's registry index in that epoch.
     pub signer_index: Option<u32>,
+    /// Each RPC endpoint's health, in `chain.rpc_urls` order.
+    pub rpc_endpoints: Vec<crate::rpc::EndpointHealth>,
     /// Disputes in memory (open, and finished ones until they are evicted).
     pub disputes: BTreeMap<B256, DisputeView>,
 }
@@ -444,7 +446,13 @@ impl Node {
         mut self,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> eyre::Result<()> {
+        let heads = self
+            .chain
+            .subscribe_heads()
+            .await
+            .map(|h| Box::pin(h) as std::pin::Pin<Box<dyn futures::Stream<Item = u64> + Send>>);
         tokio::spawn(watch(
+            heads,
             self.chain.clone(),
             self.tx.clone(),
             self.cursor + 1,
@@ -957,6 +965,8 @@ impl Node {
         metrics.disputes_in_flight.set(in_flight as i64);
         metrics.disputes_in_memory.set(self.engine.len() as i64);
         let epoch = self.engine.current_epoch();
+        let rpc_endpoints = self.chain.endpoints();
+        metrics.observe_endpoints(&rpc_endpoints);
         let status = Status {
             peer_id: self.swarm.local_peer_id().to_string(),
             listen: self.swarm.listeners().map(ToString::to_string).collect(),
@@ -971,6 +981,7 @@ impl Node {
             cursor: self.cursor,
             epoch,
             signer_index: self.engine.my_index(epoch),
+            rpc_endpoints,
             disputes: self.engine.views().map(|d| (d.deal_id, d.clone())).collect(),
         };
         *self.shared.status.write().unwrap_or_else(std::sync::PoisonError::into_inner) = status;
@@ -1079,7 +1090,9 @@ enum Step {
 /// canonical; if not it walks back through the remembered batches to the
 /// newest one still canonical, reports the logs it had handled above it
 /// (undone by the loop and the engine) and re-scans from there.
+#[allow(clippy::too_many_arguments)]
 async fn watch(
+    mut heads: Option<std::pin::Pin<Box<dyn futures::Stream<Item = u64> + Send>>>,
     chain: Chain,
     tx: mpsc::UnboundedSender<Internal>,
     mut next: u64,
@@ -1154,7 +1167,18 @@ async fn watch(
             Ok(Step::Idle { head, time }) => {
                 backoff = poll;
                 let sent = tx.send(Internal::Head { head, time });
-                tokio::time::sleep(poll).await;
+                // A WebSocket head wakes the watcher early; polling stays the
+                // source of truth (heads may repeat or skip).
+                match heads.as_mut() {
+                    Some(h) => {
+                        if let Ok(None) =
+                            tokio::time::timeout(poll, futures::StreamExt::next(h)).await
+                        {
+                            heads = None; // ended: poll only
+                        }
+                    }
+                    None => tokio::time::sleep(poll).await,
+                }
                 sent
             }
             Err(e) => {
