@@ -281,7 +281,10 @@ async fn a_hostile_peer_naming_future_epochs_cannot_stop_settlement() {
         );
     }
     assert!(
-        flooded as f64 <= quiet_rate * window.as_secs_f64() + 40.0,
+        // At most `max_confirming` (32) announcements are checked at once, a
+        // few calls each: bounded by the cap, not by the 1,000 messages
+        // (before the fix: ~1,158 extra calls).
+        flooded as f64 <= quiet_rate * window.as_secs_f64() + 100.0,
         "gossip made node 1 do RPC work: {flooded} calls in {window:?} vs {quiet} per 10 s quiet"
     );
     // Nobody loaded a committee for an epoch that did not exist.
