@@ -478,18 +478,7 @@ impl Chain {
             (tx, *pending.tx_hash(), fees)
         };
         let (receipt, tx, replacements) = self.mined(tx, hash, fees).await?;
-        if !receipt.status() {
-            let data = mined_revert_data(&self.provider, &receipt, tx).await;
-            return Err(ChainError::Reverted {
-                reason: format!(
-                    "transaction {} (block {:?}) reverted: {}",
-                    receipt.transaction_hash,
-                    receipt.block_number,
-                    decode_revert(&data)
-                ),
-                data,
-            });
-        }
+        let receipt = succeeded(&self.provider, receipt, tx).await?;
         Ok(TxOutcome {
             tx_hash: receipt.transaction_hash,
             gas_used: receipt.gas_used,
@@ -801,19 +790,29 @@ async fn confirm(
         .get_receipt()
         .await
         .map_err(|e| ChainError::Rpc(format!("no receipt for {hash}: {e}")))?;
-    if !receipt.status() {
-        let data = mined_revert_data(provider, &receipt, tx).await;
-        return Err(ChainError::Reverted {
-            reason: format!(
-                "transaction {} (block {:?}) reverted: {}",
-                receipt.transaction_hash,
-                receipt.block_number,
-                decode_revert(&data)
-            ),
-            data,
-        });
+    succeeded(provider, receipt, tx).await
+}
+
+/// `receipt` if its transaction succeeded, else [`ChainError::Reverted`]
+/// with the revert data (see [`mined_revert_data`]) decoded.
+async fn succeeded(
+    provider: &DynProvider,
+    receipt: alloy_rpc_types_eth::TransactionReceipt,
+    tx: TransactionRequest,
+) -> Result<alloy_rpc_types_eth::TransactionReceipt, ChainError> {
+    if receipt.status() {
+        return Ok(receipt);
     }
-    Ok(receipt)
+    let data = mined_revert_data(provider, &receipt, tx).await;
+    Err(ChainError::Reverted {
+        reason: format!(
+            "transaction {} (block {:?}) reverted: {}",
+            receipt.transaction_hash,
+            receipt.block_number,
+            decode_revert(&data)
+        ),
+        data,
+    })
 }
 
 /// `tx` with a gas limit of its estimate plus a quarter and 25,000.
