@@ -80,6 +80,13 @@ pub enum ChainError {
     /// The RPC configuration cannot work: a bad URL or `chain.ca_file` (not retryable).
     #[error("rpc configuration: {0}")]
     Config(String),
+    /// The transaction journal could not be read or written (nothing was
+    /// broadcast after a failed write).
+    #[error("transaction journal: {0}")]
+    Journal(String),
+    /// A transaction could not be signed.
+    #[error("signing the transaction: {0}")]
+    Sign(String),
 }
 
 fn rpc<E: std::fmt::Display>(e: E) -> ChainError {
@@ -181,7 +188,7 @@ impl Default for FeePolicy {
 }
 
 /// The fees of one transaction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Fees {
     /// `maxFeePerGas`.
     pub max_fee_per_gas: u128,
@@ -224,6 +231,12 @@ impl Fees {
     }
 }
 
+/// What [`Chain::resume`] found.
+enum Resumed {
+    Mined(alloy_rpc_types_eth::TransactionReceipt, TransactionRequest),
+    Pending(PendingTx),
+}
+
 /// A connection to the chain and the two contracts.
 #[derive(Clone, Debug)]
 pub struct Chain {
@@ -242,6 +255,48 @@ pub struct Chain {
     pub fees: FeePolicy,
     /// The endpoints under the provider, with their health.
     transport: Failover,
+    /// Signs the account's transactions (locally, so the hash is known and
+    /// journaled before anything is broadcast).
+    wallet: Option<EthereumWallet>,
+    /// Where keyed sends are persisted (see [`Self::send_keyed`]).
+    journal: Option<std::sync::Arc<dyn TxJournal>>,
+}
+
+/// Persists the node's in-flight transactions, so that a restart resumes a
+/// pending `resolve` or `slash` (same nonce, same signed bytes) instead of
+/// sending it a second time. Implemented by [`crate::store::Store`].
+pub trait TxJournal: Send + Sync + std::fmt::Debug {
+    /// The transaction in flight for `key`, if any.
+    fn load(&self, key: &str) -> Result<Option<PendingTx>, String>;
+    /// Records (durably: fsync) `tx` under `key`, replacing what was there.
+    fn save(&self, key: &str, tx: &PendingTx) -> Result<(), String>;
+    /// Forgets `key`'s transaction (mined, or its nonce taken).
+    fn clear(&self, key: &str) -> Result<(), String>;
+}
+
+/// A transaction sent and not yet seen mined: every signed version of it
+/// (the first and its fee replacements, all with one nonce).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct PendingTx {
+    /// The sending account.
+    pub from: Address,
+    /// Its nonce.
+    pub nonce: u64,
+    /// The request without fees (for re-pricing and revert decoding).
+    pub request: TransactionRequest,
+    /// Each signed version, oldest first.
+    pub sent: Vec<SignedTx>,
+}
+
+/// One signed version of a [`PendingTx`].
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct SignedTx {
+    /// Its hash.
+    pub hash: B256,
+    /// Its fees.
+    pub fees: Fees,
+    /// The EIP-2718 bytes broadcast.
+    pub raw: Bytes,
 }
 
 /// Loads the transaction account from an encrypted JSON keystore.
@@ -279,11 +334,9 @@ impl Chain {
             e => ChainError::Rpc(e.to_string()),
         })?;
         let client = transport.client();
-        let provider = match signer {
-            Some(s) => ProviderBuilder::new()
-                .wallet(EthereumWallet::from(s))
-                .connect_client(client)
-                .erased(),
+        let wallet = signer.map(EthereumWallet::from);
+        let provider = match &wallet {
+            Some(w) => ProviderBuilder::new().wallet(w.clone()).connect_client(client).erased(),
             None => ProviderBuilder::new().connect_client(client).erased(),
         };
         let mut chain = Self {
@@ -295,6 +348,8 @@ impl Chain {
             send_lock: Default::default(),
             fees: FeePolicy::default(),
             transport,
+            wallet,
+            journal: None,
         };
         chain.registry = chain.view(escrow, IEscrow::registryCall {}, None).await?;
         Ok(chain)
@@ -439,7 +494,10 @@ impl Chain {
         let call = self.provider.call(tx);
         let out = match block {
             Some(n) => call.block(BlockId::number(n)).await,
-            None => call.await,
+            // Explicitly `latest`: some nodes (anvil) answer an `eth_call`
+            // without a block on the pending state, where an unmined
+            // `resolve` already looks settled.
+            None => call.block(BlockId::latest()).await,
         }
         .map_err(|e| revert_or_rpc(&e))?;
         C::abi_decode_returns(&out).map_err(|e| ChainError::Unexpected(e.to_string()))
@@ -458,33 +516,157 @@ impl Chain {
     /// while the cap allows; the wait ends [`RECEIPT_TIMEOUT`] after the last
     /// (re)send.
     pub async fn send<C: SolCall>(&self, to: Address, call: C) -> Result<TxOutcome, ChainError> {
+        self.send_inner(None, to, call.abi_encode().into()).await
+    }
+
+    /// [`Self::send`] for an intent named `key` (e.g. `resolve/<deal>`),
+    /// journaled when [`Self::with_journal`] set a journal: every signed
+    /// version is recorded (fsync) before it is broadcast, and cleared once
+    /// one is mined. A send for a `key` already in flight (a restart, or a
+    /// retry after [`RECEIPT_TIMEOUT`]) resumes that transaction, with its
+    /// nonce and bytes, instead of sending a second one; the new `call` is
+    /// not sent then (the intent is the same). If the journaled nonce was
+    /// taken by a transaction the journal does not know, it is forgotten and
+    /// `call` is sent anew.
+    pub async fn send_keyed<C: SolCall>(
+        &self,
+        key: &str,
+        to: Address,
+        call: C,
+    ) -> Result<TxOutcome, ChainError> {
+        self.send_inner(Some(key), to, call.abi_encode().into()).await
+    }
+
+    /// Persists keyed sends in `journal` from now on.
+    pub fn with_journal(mut self, journal: std::sync::Arc<dyn TxJournal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    async fn send_inner(
+        &self,
+        key: Option<&str>,
+        to: Address,
+        input: Bytes,
+    ) -> Result<TxOutcome, ChainError> {
         let from = self.account.ok_or(ChainError::NoAccount)?;
-        let tx =
-            TransactionRequest::default().with_from(from).with_to(to).with_input(call.abi_encode());
-        let (tx, hash, fees) = {
-            let _one_at_a_time = self.send_lock.lock().await;
-            let nonce = self.provider.get_transaction_count(from).pending().await.map_err(rpc)?;
-            let tx = with_gas_headroom(&self.provider, tx.with_nonce(nonce)).await?;
-            let fees = self.current_fees().await?;
-            let needed =
-                U256::from(tx.gas.unwrap_or_default()) * U256::from(self.fees.max_fee_per_gas);
-            let balance = self.provider.get_balance(from).await.map_err(rpc)?;
-            if balance < needed {
-                return Err(ChainError::InsufficientFunds { account: from, balance, needed });
-            }
-            let tx = fees.apply(tx);
-            let pending =
-                self.provider.send_transaction(tx.clone()).await.map_err(|e| revert_or_rpc(&e))?;
-            (tx, *pending.tx_hash(), fees)
+        let journal = match (key, &self.journal) {
+            (Some(k), Some(j)) => Some((k, j.as_ref())),
+            _ => None,
         };
-        let (receipt, tx, replacements) = self.mined(tx, hash, fees).await?;
-        let receipt = succeeded(&self.provider, receipt, tx).await?;
+        let pending = {
+            let _one_at_a_time = self.send_lock.lock().await;
+            match self.resume(journal, from).await? {
+                Some(Resumed::Mined(receipt, request)) => {
+                    return self.finish(journal, receipt, request, 0).await;
+                }
+                Some(Resumed::Pending(p)) => p,
+                None => {
+                    let tx = TransactionRequest::default()
+                        .with_from(from)
+                        .with_to(to)
+                        .with_input(input)
+                        .with_chain_id(self.chain_id);
+                    let nonce =
+                        self.provider.get_transaction_count(from).pending().await.map_err(rpc)?;
+                    let request = with_gas_headroom(&self.provider, tx.with_nonce(nonce)).await?;
+                    let fees = self.current_fees().await?;
+                    let needed = U256::from(request.gas.unwrap_or_default())
+                        * U256::from(self.fees.max_fee_per_gas);
+                    let balance = self.provider.get_balance(from).await.map_err(rpc)?;
+                    if balance < needed {
+                        return Err(ChainError::InsufficientFunds {
+                            account: from,
+                            balance,
+                            needed,
+                        });
+                    }
+                    let mut p = PendingTx { from, nonce, request, sent: Vec::new() };
+                    let signed = self.sign(&p.request, fees).await?;
+                    p.sent.push(signed);
+                    if let Some((k, j)) = journal {
+                        j.save(k, &p).map_err(ChainError::Journal)?;
+                    }
+                    if let Err(e) = self.broadcast(&p.sent[0]).await {
+                        // Not accepted: nothing is in flight under this key.
+                        if let Some((k, j)) = journal {
+                            j.clear(k).map_err(ChainError::Journal)?;
+                        }
+                        return Err(e);
+                    }
+                    p
+                }
+            }
+        };
+        let (receipt, request, replacements) = self.mined(journal, pending).await?;
+        self.finish(journal, receipt, request, replacements).await
+    }
+
+    /// A journaled transaction of `journal`'s key: mined, still pending
+    /// (re-broadcast), or none (never sent, or its nonce was taken).
+    async fn resume(
+        &self,
+        journal: Option<(&str, &dyn TxJournal)>,
+        from: Address,
+    ) -> Result<Option<Resumed>, ChainError> {
+        let Some((key, j)) = journal else { return Ok(None) };
+        let Some(p) = j.load(key).map_err(ChainError::Journal)? else { return Ok(None) };
+        for s in &p.sent {
+            if let Some(r) = self.provider.get_transaction_receipt(s.hash).await.map_err(rpc)? {
+                return Ok(Some(Resumed::Mined(r, s.fees.apply(p.request.clone()))));
+            }
+        }
+        let mined_nonce = self.provider.get_transaction_count(from).latest().await.map_err(rpc)?;
+        if p.from != from || mined_nonce > p.nonce {
+            tracing::warn!(target: "chain", key, nonce = p.nonce, "the journaled transaction's nonce was taken by another transaction: sending anew");
+            j.clear(key).map_err(ChainError::Journal)?;
+            return Ok(None);
+        }
+        let last = p.sent.last().ok_or_else(|| ChainError::Journal(format!("{key}: empty")))?;
+        if let Err(e) = self.broadcast(last).await {
+            // Typically "already known": the pool still holds it.
+            tracing::debug!(target: "chain", key, error = %e, "re-broadcast not accepted");
+        }
+        tracing::info!(target: "chain", key, nonce = p.nonce, tx = %last.hash, versions = p.sent.len(), "resumed a transaction in flight (not sending another)");
+        Ok(Some(Resumed::Pending(p)))
+    }
+
+    /// Clears the journal entry and turns `receipt` into the outcome.
+    async fn finish(
+        &self,
+        journal: Option<(&str, &dyn TxJournal)>,
+        receipt: alloy_rpc_types_eth::TransactionReceipt,
+        request: TransactionRequest,
+        replacements: u32,
+    ) -> Result<TxOutcome, ChainError> {
+        if let Some((k, j)) = journal {
+            j.clear(k).map_err(ChainError::Journal)?;
+        }
+        let receipt = succeeded(&self.provider, receipt, request).await?;
         Ok(TxOutcome {
             tx_hash: receipt.transaction_hash,
             gas_used: receipt.gas_used,
             block: receipt.block_number.unwrap_or_default(),
             replacements,
         })
+    }
+
+    /// Signs `request` priced at `fees` with the account's key.
+    async fn sign(&self, request: &TransactionRequest, fees: Fees) -> Result<SignedTx, ChainError> {
+        use alloy_network::{eip2718::Encodable2718, NetworkTransactionBuilder};
+        let wallet = self.wallet.as_ref().ok_or(ChainError::NoAccount)?;
+        let envelope = fees
+            .apply(request.clone())
+            .build(wallet)
+            .await
+            .map_err(|e| ChainError::Sign(e.to_string()))?;
+        Ok(SignedTx { hash: *envelope.tx_hash(), fees, raw: envelope.encoded_2718().into() })
+    }
+
+    async fn broadcast(&self, tx: &SignedTx) -> Result<(), ChainError> {
+        let _accepted =
+            self.provider.send_raw_transaction(&tx.raw).await.map_err(|e| revert_or_rpc(&e))?;
+        Ok(())
     }
 
     /// The fees to send with now.
@@ -501,56 +683,63 @@ impl Chain {
         Fees::from_history(next_base, &tips, self.fees.max_fee_per_gas)
     }
 
-    /// Waits for the receipt of `tx` (or of a replacement), replacing it
-    /// when it stays unmined. Returns the receipt, the transaction mined
-    /// (for revert data), and the number of replacements.
+    /// Waits for the receipt of `p` (any of its versions), replacing it when
+    /// it stays unmined (each replacement journaled before its broadcast).
+    /// Returns the receipt, the request mined (for revert data), and the
+    /// number of replacements made here.
     async fn mined(
         &self,
-        mut tx: TransactionRequest,
-        first: B256,
-        mut fees: Fees,
+        journal: Option<(&str, &dyn TxJournal)>,
+        mut p: PendingTx,
     ) -> Result<(alloy_rpc_types_eth::TransactionReceipt, TransactionRequest, u32), ChainError>
     {
-        let mut sent = vec![(first, tx.clone())];
+        let versions = p.sent.len();
         let mut last_send = std::time::Instant::now();
         let mut sent_at = self.head().await?;
         loop {
-            for (hash, request) in &sent {
-                if let Some(r) = self.provider.get_transaction_receipt(*hash).await.map_err(rpc)? {
-                    return Ok((r, request.clone(), sent.len() as u32 - 1));
+            for s in &p.sent {
+                if let Some(r) = self.provider.get_transaction_receipt(s.hash).await.map_err(rpc)? {
+                    let replacements = (p.sent.len() - versions) as u32;
+                    return Ok((r, s.fees.apply(p.request.clone()), replacements));
                 }
             }
+            let last = p.sent.last().map(|s| (s.hash, s.fees));
+            let Some((last_hash, last_fees)) = last else {
+                return Err(ChainError::Journal("a pending transaction without versions".into()));
+            };
             if last_send.elapsed() > RECEIPT_TIMEOUT {
                 return Err(ChainError::Rpc(format!(
-                    "transaction {} (nonce {:?}) not mined within {RECEIPT_TIMEOUT:?}",
-                    sent.last().map(|(h, _)| *h).unwrap_or(first),
-                    tx.nonce
+                    "transaction {last_hash} (nonce {}) not mined within {RECEIPT_TIMEOUT:?}",
+                    p.nonce
                 )));
             }
             let head = self.head().await?;
             if head >= sent_at + self.fees.replace_after_blocks.max(1) {
                 sent_at = head;
                 let fresh = self.current_fees().await.ok();
-                match fees.bumped(fresh, self.fees.max_fee_per_gas) {
+                match last_fees.bumped(fresh, self.fees.max_fee_per_gas) {
                     Some(higher) => {
-                        let replacement = higher.apply(tx.clone());
-                        match self.provider.send_transaction(replacement.clone()).await {
-                            Ok(p) => {
-                                tracing::info!(target: "chain", replaced = %sent.last().map(|(h, _)| *h).unwrap_or(first), by = %p.tx_hash(), nonce = ?tx.nonce, max_fee = higher.max_fee_per_gas, tip = higher.max_priority_fee_per_gas, "transaction not mined: replaced with higher fees");
-                                sent.push((*p.tx_hash(), replacement.clone()));
-                                tx = replacement;
-                                fees = higher;
+                        let signed = self.sign(&p.request, higher).await?;
+                        p.sent.push(signed.clone());
+                        if let Some((k, j)) = journal {
+                            j.save(k, &p).map_err(ChainError::Journal)?;
+                        }
+                        match self.broadcast(&signed).await {
+                            Ok(()) => {
+                                tracing::info!(target: "chain", replaced = %last_hash, by = %signed.hash, nonce = p.nonce, max_fee = higher.max_fee_per_gas, tip = higher.max_priority_fee_per_gas, "transaction not mined: replaced with higher fees");
                                 last_send = std::time::Instant::now();
                             }
                             // Typically "nonce too low": an earlier one was
                             // mined meanwhile; its receipt is found next round.
+                            // (The unaccepted version stays listed: it has no
+                            // receipt, so it is harmless.)
                             Err(e) => {
                                 tracing::debug!(target: "chain", error = %e, "replacement not accepted")
                             }
                         }
                     }
                     None => {
-                        tracing::warn!(target: "chain", nonce = ?tx.nonce, cap = self.fees.max_fee_per_gas, "transaction not mined and the fee cap leaves no room to replace it")
+                        tracing::warn!(target: "chain", nonce = p.nonce, cap = self.fees.max_fee_per_gas, "transaction not mined and the fee cap leaves no room to replace it")
                     }
                 }
             }
@@ -704,14 +893,18 @@ impl Chain {
             nonSigners: certificate.non_signers.iter().map(|&i| U256::from(i)).collect(),
             aggregateSignature: Bytes::copy_from_slice(&certificate.signature.to_eip2537()),
         };
-        self.send(self.escrow, call).await
+        // Keyed by deal: any certificate settles it, so a restart resumes the
+        // one in flight rather than sending another aggregate.
+        let key = format!("resolve/{}", certificate.commitment.deal_id);
+        self.send_keyed(&key, self.escrow, call).await
     }
 
     /// Sends `slashEquivocation(domainSeparator, a, b)`.
     pub async fn slash(&self, a: Evidence, b: Evidence) -> Result<TxOutcome, ChainError> {
         let separator = self.domain().eip712().separator();
         let call = IRegistry::slashEquivocationCall { domainSeparator: separator, a, b };
-        self.send(self.registry, call).await
+        let key = format!("slash/{}", alloy_primitives::keccak256(call.abi_encode()));
+        self.send_keyed(&key, self.registry, call).await
     }
 
     /// Whether resolver `index` has been slashed.
@@ -827,7 +1020,13 @@ pub async fn with_gas_headroom(
     provider: &DynProvider,
     mut tx: TransactionRequest,
 ) -> Result<TransactionRequest, ChainError> {
-    let estimate = provider.estimate_gas(tx.clone()).await.map_err(|e| revert_or_rpc(&e))?;
+    // At `latest`, not the endpoint's default (anvil estimates on the pending
+    // state, others on latest): the same answer from every endpoint.
+    let estimate = provider
+        .estimate_gas(tx.clone())
+        .block(BlockId::latest())
+        .await
+        .map_err(|e| revert_or_rpc(&e))?;
     tx.gas = Some(estimate.saturating_add(estimate / 4).saturating_add(25_000));
     Ok(tx)
 }

@@ -264,7 +264,7 @@ impl Node {
         })
         .await
         .map_err(|e| eyre::eyre!("chain at {rpc} unreachable: {e}"))?;
-        let mut chain = chain;
+        let mut chain = chain.with_journal(Arc::new(SharedStore(store.clone())));
         chain.fees = crate::chain::FeePolicy {
             max_fee_per_gas: u128::from(cfg.chain.max_fee_per_gas),
             priority_percentile: f64::from(cfg.chain.priority_fee_percentile.min(100)),

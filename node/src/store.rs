@@ -28,8 +28,8 @@ use rocksdb::{ColumnFamilyDescriptor, Options, WriteOptions, DB};
 use std::{path::Path, sync::Mutex};
 
 /// Column families, in creation order.
-pub const COLUMN_FAMILIES: [&str; 7] =
-    ["content", "protection", "disputes", "partials", "certificates", "cursor", "evidence"];
+pub const COLUMN_FAMILIES: [&str; 8] =
+    ["content", "protection", "disputes", "partials", "certificates", "cursor", "evidence", "txs"];
 
 /// A store failure.
 #[derive(Debug, thiserror::Error)]
@@ -372,6 +372,27 @@ impl ProtectionStore for SharedStore {
         digest: ContentHash,
     ) -> resolvd_consensus::Result<Decision> {
         (&*self.0).check_and_record(key, digest)
+    }
+}
+
+/// In-flight transactions, one record per intent key (JSON: it is small,
+/// rare and read by operators inspecting a data dir), written with fsync.
+impl crate::chain::TxJournal for SharedStore {
+    fn load(&self, key: &str) -> Result<Option<crate::chain::PendingTx>, String> {
+        let Some(bytes) = self.0.db.get_cf(self.0.cf("txs"), key).map_err(|e| e.to_string())?
+        else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("corrupt record {key}: {e}"))
+    }
+
+    fn save(&self, key: &str, tx: &crate::chain::PendingTx) -> Result<(), String> {
+        let bytes = serde_json::to_vec(tx).map_err(|e| e.to_string())?;
+        self.0.db.put_cf_opt(self.0.cf("txs"), key, bytes, &synced()).map_err(|e| e.to_string())
+    }
+
+    fn clear(&self, key: &str) -> Result<(), String> {
+        self.0.db.delete_cf_opt(self.0.cf("txs"), key, &synced()).map_err(|e| e.to_string())
     }
 }
 

@@ -116,3 +116,75 @@ async fn a_transaction_priced_out_by_a_base_fee_spike_is_replaced_and_mined_once
         );
     }
 }
+
+/// A `resolve` in flight when its node is killed is resumed after the
+/// restart (same nonce, same signed bytes, from the transaction journal)
+/// instead of being sent a second time. Without the journal the restarted
+/// node would send a new `resolve` at the next nonce: two transactions mined
+/// from its account, the second one wasted on `AlreadyResolved`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_resumes_a_pending_resolve_instead_of_sending_another() {
+    use crate::network::{launch, RELEASED, SETTLE};
+    use resolvd_node::devnet::DealKind;
+    // One submitter within the test's time (the others wait 10 minutes), and
+    // no confirmations, so no block is needed after the challenge.
+    let mut net = launch(|o| {
+        o.submit_slot_ms = 600_000;
+        o.confirmations = 0;
+    })
+    .await;
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let provider = net.0.provider.clone();
+    let open = net.0.open_dispute(&content, &[0, 1, 2, 3]).await.unwrap();
+    // No more blocks: the certificate's `resolve` stays in the pool.
+    let _: () = provider.raw_request("evm_setIntervalMining".into(), (0u64,)).await.unwrap();
+    let _: () = provider.raw_request("evm_setAutomine".into(), (false,)).await.unwrap();
+    let operators: Vec<_> = net.0.nodes.iter().map(|n| n.operator).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let (submitter, hash, nonce) = loop {
+        assert!(std::time::Instant::now() < deadline, "no resolve reached the pool");
+        let content: serde_json::Value =
+            provider.raw_request("txpool_content".into(), ()).await.unwrap();
+        let found = content["pending"].as_object().and_then(|by_from| {
+            by_from.iter().find_map(|(from, txs)| {
+                let from: alloy_primitives::Address = from.parse().ok()?;
+                let i = operators.iter().position(|o| *o == from)?;
+                let tx = txs.as_object()?.values().next()?;
+                let nonce = u64::from_str_radix(tx["nonce"].as_str()?.trim_start_matches("0x"), 16);
+                Some((i, tx["hash"].as_str()?.parse::<alloy_primitives::B256>().ok()?, nonce.ok()?))
+            })
+        });
+        if let Some(f) = found {
+            break f;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let account = operators[submitter];
+    assert_eq!(provider.get_transaction_count(account).await.unwrap(), nonce);
+
+    // kill -9 while it is pending, and start again.
+    net.0.nodes[submitter].kill();
+    net.0.start_node(submitter).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while !net.0.nodes[submitter].log_tail(400).contains("resumed a transaction in flight") {
+        assert!(std::time::Instant::now() < deadline, "the restarted node did not resume");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Only now blocks again.
+    let _: () = provider.raw_request("evm_setIntervalMining".into(), (1u64,)).await.unwrap();
+    let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
+    assert_eq!(deal.settlement, RELEASED);
+    // A few blocks for anything the restarted node might still send.
+    let until = provider.get_block_number().await.unwrap() + 5;
+    while provider.get_block_number().await.unwrap() < until {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let receipt = provider.get_transaction_receipt(hash).await.unwrap();
+    assert!(receipt.is_some_and(|r| r.status()), "the transaction sent before the kill settled it");
+    assert_eq!(
+        provider.get_transaction_count(account).await.unwrap(),
+        nonce + 1,
+        "the restarted node sent a second transaction"
+    );
+    assert_eq!(net.0.verdict_logs(open.deal_id).await.unwrap().len(), 1);
+}
