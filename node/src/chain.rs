@@ -233,7 +233,7 @@ impl Fees {
 
 /// What [`Chain::resume`] found.
 enum Resumed {
-    Mined(alloy_rpc_types_eth::TransactionReceipt, TransactionRequest),
+    Mined(Box<(alloy_rpc_types_eth::TransactionReceipt, TransactionRequest)>),
     Pending(PendingTx),
 }
 
@@ -557,7 +557,8 @@ impl Chain {
         let pending = {
             let _one_at_a_time = self.send_lock.lock().await;
             match self.resume(journal, from).await? {
-                Some(Resumed::Mined(receipt, request)) => {
+                Some(Resumed::Mined(mined)) => {
+                    let (receipt, request) = *mined;
                     return self.finish(journal, receipt, request, 0).await;
                 }
                 Some(Resumed::Pending(p)) => p,
@@ -613,7 +614,7 @@ impl Chain {
         let Some(p) = j.load(key).map_err(ChainError::Journal)? else { return Ok(None) };
         for s in &p.sent {
             if let Some(r) = self.provider.get_transaction_receipt(s.hash).await.map_err(rpc)? {
-                return Ok(Some(Resumed::Mined(r, s.fees.apply(p.request.clone()))));
+                return Ok(Some(Resumed::Mined(Box::new((r, s.fees.apply(p.request.clone()))))));
             }
         }
         let mined_nonce = self.provider.get_transaction_count(from).latest().await.map_err(rpc)?;
