@@ -234,7 +234,7 @@ impl Fees {
 /// What [`Chain::resume`] found.
 enum Resumed {
     Mined(Box<(alloy_rpc_types_eth::TransactionReceipt, TransactionRequest)>),
-    Pending(PendingTx),
+    Pending(Box<PendingTx>),
 }
 
 /// A connection to the chain and the two contracts.
@@ -561,7 +561,7 @@ impl Chain {
                     let (receipt, request) = *mined;
                     return self.finish(journal, receipt, request, 0).await;
                 }
-                Some(Resumed::Pending(p)) => p,
+                Some(Resumed::Pending(p)) => *p,
                 None => {
                     let tx = TransactionRequest::default()
                         .with_from(from)
@@ -629,7 +629,7 @@ impl Chain {
             tracing::debug!(target: "chain", key, error = %e, "re-broadcast not accepted");
         }
         tracing::info!(target: "chain", key, nonce = p.nonce, tx = %last.hash, versions = p.sent.len(), "resumed a transaction in flight (not sending another)");
-        Ok(Some(Resumed::Pending(p)))
+        Ok(Some(Resumed::Pending(Box::new(p))))
     }
 
     /// Clears the journal entry and turns `receipt` into the outcome.
