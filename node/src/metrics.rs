@@ -73,6 +73,15 @@ pub struct Metrics {
     pub reorgs: Counter,
     /// Depth (blocks re-scanned) of the last such reorg.
     pub reorg_depth: Gauge,
+    /// Latest block number seen.
+    pub chain_head: Gauge,
+    /// Head minus the last block handled (the confirmations plus any lag).
+    pub chain_head_lag: Gauge,
+    /// The transaction account's balance, wei (f64: wei overflow i64).
+    pub account_balance: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// What the largest transaction may cost at the fee cap:
+    /// `chain.max_fee_per_gas` × 1M gas, wei.
+    pub account_gas_cap: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// Content requests from peers, by result (ok / not_found / busy).
     pub content_served: Family<ResultLabel, Counter>,
     /// Disputes held in memory (open and recently finished).
@@ -123,6 +132,10 @@ impl Default for Metrics {
             store_errors: Counter::default(),
             reorgs: Counter::default(),
             reorg_depth: Gauge::default(),
+            chain_head: Gauge::default(),
+            chain_head_lag: Gauge::default(),
+            account_balance: Gauge::default(),
+            account_gas_cap: Gauge::default(),
             content_served: Family::default(),
             disputes_in_memory: Gauge::default(),
             dispute_to_certificate: latency(),
@@ -176,6 +189,22 @@ impl Default for Metrics {
         );
         registry.register("store_errors", "Failed store writes", m.store_errors.clone());
         registry.register("reorgs", "Reorgs of handled blocks", m.reorgs.clone());
+        registry.register("chain_head", "Latest block number seen", m.chain_head.clone());
+        registry.register(
+            "chain_head_lag_blocks",
+            "Head minus the last block handled",
+            m.chain_head_lag.clone(),
+        );
+        registry.register(
+            "account_balance_wei",
+            "Balance of the transaction account",
+            m.account_balance.clone(),
+        );
+        registry.register(
+            "account_gas_cap_wei",
+            "Cost of a 1M-gas transaction at chain.max_fee_per_gas",
+            m.account_gas_cap.clone(),
+        );
         registry.register(
             "reorg_depth",
             "Blocks re-scanned after the last reorg",

@@ -312,6 +312,20 @@ impl Node {
             status: RwLock::new(Status::default()),
             content_added: content_tx,
         });
+        if let Some(account) = chain.account {
+            // Balance vs the cost of a large transaction at the cap, for the
+            // dashboard's "fund me" alert; refreshed every 30 s.
+            metrics.account_gas_cap.set(1e6 * cfg.chain.max_fee_per_gas as f64);
+            let (provider, metrics) = (chain.provider().clone(), metrics.clone());
+            tokio::spawn(async move {
+                loop {
+                    if let Ok(b) = alloy_provider::Provider::get_balance(&provider, account).await {
+                        metrics.account_balance.set(f64::from(b));
+                    }
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+            });
+        }
         let cursor = store.cursor(CURSOR)?.unwrap_or(cfg.chain.start_block.saturating_sub(1));
         let my_key = secret.as_ref().map(resolvd_consensus::SecretKey::public_key);
         #[cfg(feature = "fault-injection")]
@@ -968,6 +982,9 @@ impl Node {
         let in_flight = self.engine.views().filter(|d| !d.phase.is_final()).count();
         metrics.disputes_in_flight.set(in_flight as i64);
         metrics.disputes_in_memory.set(self.engine.len() as i64);
+        let head = self.engine.head();
+        metrics.chain_head.set(i64::try_from(head).unwrap_or(i64::MAX));
+        metrics.chain_head_lag.set(i64::try_from(head.saturating_sub(self.cursor)).unwrap_or(0));
         let epoch = self.engine.current_epoch();
         let rpc_endpoints = self.chain.endpoints();
         metrics.observe_endpoints(&rpc_endpoints);
