@@ -78,7 +78,7 @@ pub enum ChainError {
     #[error("{0}")]
     WrongChain(String),
     /// The RPC configuration cannot work: a bad URL or `chain.ca_file` (not retryable).
-    #[error("rpc configuration: {0}")]
+    #[error("configuration: {0}")]
     Config(String),
     /// The transaction journal could not be read or written (nothing was
     /// broadcast after a failed write).
@@ -241,8 +241,11 @@ enum Resumed {
 #[derive(Clone, Debug)]
 pub struct Chain {
     provider: DynProvider,
-    /// The escrow.
+    /// The escrow this handle sends to and reads (see [`Self::for_escrow`]).
     pub escrow: Address,
+    /// Every escrow served (the first is the one connected with); all use
+    /// [`Self::registry`]. Their logs are watched together.
+    pub escrows: Vec<Address>,
     /// Its registry.
     pub registry: Address,
     /// The sending account, if any.
@@ -342,6 +345,7 @@ impl Chain {
         let mut chain = Self {
             provider,
             escrow,
+            escrows: vec![escrow],
             registry: Address::ZERO,
             account,
             chain_id: transport.chain_id(),
@@ -353,6 +357,36 @@ impl Chain {
         };
         chain.registry = chain.view(escrow, IEscrow::registryCall {}, None).await?;
         Ok(chain)
+    }
+
+    /// Also serves `escrow`: refused ([`ChainError::Config`]) unless it uses
+    /// this chain's registry (its committees, bonds and slashing are that
+    /// registry's).
+    pub async fn serve_escrow(&mut self, escrow: Address) -> Result<(), ChainError> {
+        let registry: Address = self.view(escrow, IEscrow::registryCall {}, None).await?;
+        if registry != self.registry {
+            return Err(ChainError::Config(format!(
+                "escrow {escrow} uses registry {registry}, not {} (the registry of chain.escrow {}): one node serves one registry",
+                self.registry, self.escrows[0]
+            )));
+        }
+        if !self.escrows.contains(&escrow) {
+            self.escrows.push(escrow);
+        }
+        Ok(())
+    }
+
+    /// [`Self::serve_escrow`] by value (for retry loops).
+    pub async fn serve_escrow_owned(mut self, escrow: Address) -> Result<Self, ChainError> {
+        self.serve_escrow(escrow).await?;
+        Ok(self)
+    }
+
+    /// This connection acting for `escrow` (one of [`Self::escrows`]): same
+    /// endpoints, account, nonce lock and journal.
+    pub fn for_escrow(&self, escrow: Address) -> Self {
+        debug_assert!(self.escrows.contains(&escrow), "{escrow} is not served");
+        Self { escrow, ..self.clone() }
     }
 
     /// Every RPC endpoint's health (in `chain.rpc_urls` order): up or down,
@@ -458,14 +492,15 @@ impl Chain {
         a: &DisputeAnnouncement,
         confirmations: Confirmations,
     ) -> Result<Confirmation, ChainError> {
-        let at = self.confirmed(confirmations).await?.block;
-        if self.confirms(a, Some(at)).await? {
-            return Ok(Confirmation::Disputed);
-        }
-        if a.chain_id != self.chain_id || a.escrow != self.escrow {
+        if a.chain_id != self.chain_id || !self.escrows.contains(&a.escrow) {
             return Ok(Confirmation::NotDisputed);
         }
-        let latest = self.deal(a.deal_id, None).await?;
+        let this = self.for_escrow(a.escrow);
+        let at = this.confirmed(confirmations).await?.block;
+        if this.confirms(a, Some(at)).await? {
+            return Ok(Confirmation::Disputed);
+        }
+        let latest = this.deal(a.deal_id, None).await?;
         Ok(if latest.state == deal_state::NONE {
             Confirmation::NoSuchDeal
         } else {
@@ -752,21 +787,23 @@ impl Chain {
     /// Logs of other events are skipped; logs of known events that do not
     /// decode are errors (a wrong contract address).
     pub async fn events(&self, from: u64, to: u64) -> Result<Vec<ChainEvent>, ChainError> {
-        let filter =
-            Filter::new().address(vec![self.escrow, self.registry]).from_block(from).to_block(to);
+        let filter = Filter::new()
+            .address([self.escrows.as_slice(), &[self.registry]].concat())
+            .from_block(from)
+            .to_block(to);
         let logs = self.provider.get_logs(&filter).await.map_err(rpc)?;
         let mut out = Vec::with_capacity(logs.len());
         for log in logs {
             let bad = |e: alloy_sol_types::Error| ChainError::Unexpected(e.to_string());
             let Some(&topic0) = log.topic0() else { continue };
             let inner = &log.inner;
-            let event = if inner.address == self.escrow {
+            let event = if self.escrows.contains(&inner.address) {
                 match topic0 {
                     IEscrow::Disputed::SIGNATURE_HASH => {
                         let e = IEscrow::Disputed::decode_log(inner).map_err(bad)?.data;
                         ChainEvent::Disputed(Box::new(DisputeAnnouncement {
                             chain_id: self.chain_id,
-                            escrow: self.escrow,
+                            escrow: inner.address,
                             deal_id: e.dealId,
                             spec_hash: e.specHash,
                             delivery_hash: e.deliveryHash,

@@ -111,6 +111,9 @@ pub struct ChainConfig {
     pub ca_file: Option<PathBuf>,
     /// The escrow contract (the registry is read from it).
     pub escrow: Address,
+    /// More escrows served by this node: each must use `escrow`'s registry
+    /// (checked at start) and signs under its own EIP-712 domain.
+    pub escrows: Vec<Address>,
     /// When a block counts as confirmed: a number of blocks under the head,
     /// or the `"safe"` / `"finalized"` block tag. Logs are acted on, and
     /// committees and announcements read, at the confirmed block.
@@ -146,6 +149,7 @@ impl Default for ChainConfig {
             rpc_urls: Vec::new(),
             ca_file: None,
             escrow: Address::ZERO,
+            escrows: Vec::new(),
             confirmations: Confirmations::Blocks(2),
             poll_interval_ms: 1_000,
             start_block: 0,

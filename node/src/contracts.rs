@@ -178,6 +178,7 @@ alloy_sol_types::sol! {
         function isMember(uint256 index, uint256 epoch) external view returns (bool);
         function register(bytes calldata publicKey, bytes calldata proofOfPossession, uint256 bond) external returns (uint256 index);
         function slashEquivocation(bytes32 domainSeparator, Evidence calldata a, Evidence calldata b) external;
+        function slashedFor(bytes32 domainSeparator, bytes32 dealId, uint256 index) external view returns (bool);
     }
 
     /// ERC-20 (bond and deal token).

@@ -319,6 +319,19 @@ pub async fn deploy(
     let mut init = artifacts.registry.to_vec();
     init.extend_from_slice(&args);
     let (registry, _) = create(provider, deployer, init.into()).await?;
+    let (escrow, block) = deploy_escrow(provider, artifacts, deployer, registry).await?;
+    Ok(Deployment { token, registry, escrow, block })
+}
+
+/// Deploys an escrow on `registry` (owned by `deployer`) with the EVM V1
+/// backend allowed; returns it and its block.
+pub async fn deploy_escrow(
+    provider: &DynProvider,
+    artifacts: &Artifacts,
+    deployer: Address,
+    registry: Address,
+) -> eyre::Result<(Address, u64)> {
+    use alloy_sol_types::SolValue;
     let mut init = artifacts.escrow.to_vec();
     init.extend_from_slice(&(registry, deployer).abi_encode_params());
     let (escrow, block) = create(provider, deployer, init.into()).await?;
@@ -328,7 +341,7 @@ pub async fn deploy(
         allowed: true,
     };
     call_from(provider, deployer, escrow, allow).await?;
-    Ok(Deployment { token, registry, escrow, block })
+    Ok((escrow, block))
 }
 
 /// One resolver of the devnet.

@@ -30,7 +30,7 @@ use crate::{
     p2p::{Gossip, Topic},
     store::DisputeStatus,
 };
-use alloy_primitives::{keccak256, Bytes, B256};
+use alloy_primitives::{keccak256, Address, Bytes, B256};
 use libp2p::{
     gossipsub::{MessageAcceptance, MessageId},
     PeerId,
@@ -391,6 +391,8 @@ pub fn submit_rank(deal_id: &B256, members: &[u32], me: u32) -> usize {
 pub struct SlashRequest {
     /// The deal of the evidence.
     pub deal_id: B256,
+    /// The escrow whose domain the two sides were signed under.
+    pub escrow: Address,
     /// One side.
     pub first: Attestation,
     /// The other side.
@@ -435,6 +437,8 @@ pub enum Action {
     Sign {
         /// The deal.
         deal_id: B256,
+        /// Its escrow (the signing domain).
+        escrow: Address,
         /// What to sign.
         commitment: VerdictCommitment,
         /// The pinned epoch.
@@ -457,6 +461,8 @@ pub enum Action {
     Submit {
         /// The deal.
         deal_id: B256,
+        /// Its escrow.
+        escrow: Address,
         /// The certificate.
         certificate: Box<QuorumCertificate>,
     },
@@ -610,9 +616,9 @@ fn certificate_id(qc: &QuorumCertificate) -> B256 {
 /// Every dispute this node knows, and the protocol state they share.
 pub struct Engine {
     cfg: EngineConfig,
-    domain: VerdictDomain,
+    /// Every escrow served, by address (each signs under its own domain).
+    domains: BTreeMap<Address, VerdictDomain>,
     chain_id: u64,
-    escrow: alloy_primitives::Address,
     me: Option<PublicKey>,
     metrics: Arc<Metrics>,
     /// Newest epoch known to exist at a confirmed block.
@@ -624,8 +630,10 @@ pub struct Engine {
     loading: HashSet<u64>,
     /// Committee loads that failed, and when to try again.
     committee_retry: BTreeMap<u64, Instant>,
-    builders: BTreeMap<u64, CertificateBuilder>,
-    conflict: ConflictDetector,
+    /// Per (escrow, epoch): a certificate verifies under one domain.
+    builders: BTreeMap<(Address, u64), CertificateBuilder>,
+    /// Per escrow: equivocation is two commitments under one domain.
+    conflicts: BTreeMap<Address, ConflictDetector>,
     disputes: HashMap<B256, Dispute>,
     /// Deals settled or expired and evicted from memory (the newest `max_finished`).
     finished: Recent,
@@ -650,7 +658,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine for one escrow (`domain`), signing as `me` if set.
+    /// An engine for one escrow (`domain`), signing as `me` if set; more
+    /// escrows of the same chain and registry with [`Self::serve`].
     pub fn new(
         cfg: EngineConfig,
         domain: VerdictDomain,
@@ -660,10 +669,12 @@ impl Engine {
         let finished = Recent::new(cfg.max_finished);
         Self {
             chain_id: domain.chain_id,
-            escrow: domain.verifying_contract,
-            conflict: ConflictDetector::new(domain.clone()),
+            conflicts: BTreeMap::from([(
+                domain.verifying_contract,
+                ConflictDetector::new(domain.clone()),
+            )]),
+            domains: BTreeMap::from([(domain.verifying_contract, domain)]),
             cfg,
-            domain,
             me,
             metrics,
             current_epoch: 0,
@@ -687,6 +698,15 @@ impl Engine {
             process_at: None,
             actions: VecDeque::new(),
         }
+    }
+
+    /// Also serves the escrow of `domain` (same chain; its registry checked
+    /// by the caller). Call before the first committee is added.
+    pub fn serve(&mut self, domain: VerdictDomain) {
+        debug_assert_eq!(domain.chain_id, self.chain_id);
+        debug_assert!(self.committees.is_empty(), "serve escrows before loading committees");
+        self.conflicts.insert(domain.verifying_contract, ConflictDetector::new(domain.clone()));
+        self.domains.insert(domain.verifying_contract, domain);
     }
 
     /// The next action to perform.
@@ -811,9 +831,15 @@ impl Engine {
             return;
         }
         self.current_epoch = self.current_epoch.max(epoch);
-        self.conflict.add_committee(committee.clone());
-        self.builders
-            .insert(epoch, CertificateBuilder::new(committee.clone(), self.domain.clone()));
+        for conflict in self.conflicts.values_mut() {
+            conflict.add_committee(committee.clone());
+        }
+        for (escrow, domain) in &self.domains {
+            self.builders.insert(
+                (*escrow, epoch),
+                CertificateBuilder::new(committee.clone(), domain.clone()),
+            );
+        }
         self.committees.insert(epoch, committee);
         let waiting: Vec<B256> = self
             .disputes
@@ -855,12 +881,16 @@ impl Engine {
             self.disputes.insert(deal_id, d);
             return;
         }
+        let Some(domain) = self.domains.get(&info.escrow).cloned() else {
+            warn!(target: "node", deal = %deal_id, escrow = %info.escrow, "stored dispute of an escrow this node no longer serves: not restored");
+            return;
+        };
         let mut d = Dispute::new(info, now);
         let me = self.my_index(d.info.epoch);
         for p in &partials {
             if Some(p.signer_index) == me && d.own.is_none() && p.epoch == d.info.epoch {
                 d.view.commitment = Some(p.commitment);
-                d.view.digest = Some(p.commitment.eip712_digest(&self.domain));
+                d.view.digest = Some(p.commitment.eip712_digest(&domain));
                 d.view.own_signature = Some(Bytes::copy_from_slice(&p.signature));
                 d.view.phase = Phase::Signed;
                 d.own = Some(p.clone());
@@ -870,10 +900,7 @@ impl Engine {
         if let Some(qc) = certificate {
             let valid = qc.epoch == d.info.epoch
                 && matches_deal(&qc.commitment, &d.info)
-                && self
-                    .committees
-                    .get(&qc.epoch)
-                    .is_some_and(|c| qc.verify(c, &self.domain).is_ok());
+                && self.committees.get(&qc.epoch).is_some_and(|c| qc.verify(c, &domain).is_ok());
             if valid {
                 d.view.phase = Phase::Certified;
                 d.submit_at = Some(now);
@@ -907,10 +934,27 @@ impl Engine {
 
     /// Evidence read back from a file after a restart.
     pub fn restore_evidence(&mut self, first: Attestation, second: Attestation, now: Instant) {
-        match ConflictEvidence::verify(first, second, &self.committees, &self.domain) {
-            Ok(ev) => self.on_evidence(ev, true, now),
+        match self.verify_evidence(first, second) {
+            Ok((ev, escrow)) => self.on_evidence(ev, escrow, true, now),
             Err(error) => warn!(target: "slasher", %error, "invalid evidence file"),
         }
+    }
+
+    /// Evidence verified under the domain of one of the escrows served (it
+    /// names none: the signatures decide), and that escrow.
+    fn verify_evidence(
+        &self,
+        a: Attestation,
+        b: Attestation,
+    ) -> Result<(ConflictEvidence, Address), resolvd_consensus::Error> {
+        let mut last = None;
+        for (escrow, domain) in &self.domains {
+            match ConflictEvidence::verify(a.clone(), b.clone(), &self.committees, domain) {
+                Ok(ev) => return Ok((ev, *escrow)),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("an engine serves at least one escrow"))
     }
 
     // ------------------------------------------------------------ gossip
@@ -964,10 +1008,13 @@ impl Engine {
         if !d.rejected.is_empty() && d.rejected.contains(&certificate_id(&qc)) {
             return MessageAcceptance::Ignore;
         }
+        let Some(domain) = self.domains.get(&d.info.escrow) else {
+            return MessageAcceptance::Ignore;
+        };
         let Some(committee) = self.committees.get(&qc.epoch) else {
             return MessageAcceptance::Ignore;
         };
-        match qc.verify(committee, &self.domain) {
+        match qc.verify(committee, domain) {
             Ok(_) => {
                 self.on_certificate(qc, false, now);
                 MessageAcceptance::Accept
@@ -1015,9 +1062,9 @@ impl Engine {
             return MessageAcceptance::Ignore;
         }
         self.seen_evidence.insert(id);
-        match ConflictEvidence::verify(a, b, &self.committees, &self.domain) {
-            Ok(ev) => {
-                self.on_evidence(ev, false, now);
+        match self.verify_evidence(a, b) {
+            Ok((ev, escrow)) => {
+                self.on_evidence(ev, escrow, false, now);
                 MessageAcceptance::Accept
             }
             Err(err) => {
@@ -1028,7 +1075,7 @@ impl Engine {
     }
 
     fn on_announcement(&mut self, a: DisputeAnnouncement, origin: Origin) {
-        if a.chain_id != self.chain_id || a.escrow != self.escrow {
+        if a.chain_id != self.chain_id || !self.domains.contains_key(&a.escrow) {
             self.report(origin, Topic::Disputes, MessageAcceptance::Ignore);
             return;
         }
@@ -1320,7 +1367,8 @@ impl Engine {
                 ReexecVerdict::Failed => "failed",
             },
         );
-        let digest = commitment.eip712_digest(&self.domain);
+        let Some(domain) = self.domains.get(&d.info.escrow) else { return };
+        let digest = commitment.eip712_digest(domain);
         d.view.commitment = Some(commitment);
         d.view.digest = Some(digest);
         d.view.last_error = None;
@@ -1331,11 +1379,11 @@ impl Engine {
                 error!(target: "pipeline", deal = %deal_id, certified = ?qc.commitment.outcome, replayed = ?commitment.outcome, "ALARM: a certificate certifies a commitment this node's replay does not reproduce");
             }
         }
-        let epoch = d.info.epoch;
+        let (epoch, escrow) = (d.info.epoch, d.info.escrow);
         let has_certificate = d.certificate.is_some();
         self.push(Action::PersistEnvelope(Box::new(envelope)));
         match self.my_index(epoch) {
-            Some(index) => self.push(Action::Sign { deal_id, commitment, epoch, index }),
+            Some(index) => self.push(Action::Sign { deal_id, escrow, commitment, epoch, index }),
             None => {
                 if let Some(d) = self.disputes.get_mut(&deal_id) {
                     d.view.phase =
@@ -1412,6 +1460,7 @@ impl Engine {
             .disputes
             .get(&deal_id)
             .map(|d| (d.info.epoch, d.view.phase.is_final(), matches_deal(&p.commitment, &d.info)));
+        let escrow = self.disputes.get(&deal_id).map(|d| d.info.escrow);
         match known {
             None if self.finished.contains(&deal_id) => {
                 if let Some(origin) = origin {
@@ -1432,19 +1481,21 @@ impl Engine {
             }
             Some(_) => {}
         }
-        let Some(builder) = self.builders.get_mut(&p.epoch) else {
+        let Some(domain) = escrow.and_then(|e| self.domains.get(&e)) else { return };
+        let digest = p.commitment.eip712_digest(domain);
+        let Some(builder) = escrow.and_then(|e| self.builders.get_mut(&(e, p.epoch))) else {
             // The dispute's committee is still loading.
             return self.buffer(p, origin, now);
         };
         match builder.on_partial(&p) {
             Ok(Queued::New) => {
                 self.process_at.get_or_insert(now + BATCH_WINDOW);
-                let key = (p.commitment.eip712_digest(&self.domain), p.signer_index);
+                let key = (digest, p.signer_index);
                 let entry = self.deferred.entry(key).or_insert_with(|| (p, Vec::new()));
                 entry.1.extend(origin);
             }
             Ok(Queued::Duplicate) => {
-                let key = (p.commitment.eip712_digest(&self.domain), p.signer_index);
+                let key = (digest, p.signer_index);
                 match (origin, self.deferred.get_mut(&key)) {
                     (Some(o), Some(entry)) => entry.1.push(o),
                     (Some(o), None) => self.report(o, Topic::Verdicts, MessageAcceptance::Ignore),
@@ -1503,8 +1554,11 @@ impl Engine {
                             self.actions.push_back(Action::PersistPartial(p.clone()));
                         }
                     }
-                    if let Ok(sig) = Signature::from_compressed(&p.signature) {
-                        self.check_conflict(Attestation::single(&p, sig), now);
+                    let escrow = self.disputes.get(&p.commitment.deal_id).map(|d| d.info.escrow);
+                    if let (Some(escrow), Ok(sig)) =
+                        (escrow, Signature::from_compressed(&p.signature))
+                    {
+                        self.check_conflict(escrow, Attestation::single(&p, sig), now);
                     }
                 }
                 BuilderEvent::Invalid { signer, digest } => {
@@ -1520,11 +1574,12 @@ impl Engine {
         }
     }
 
-    fn check_conflict(&mut self, attestation: Attestation, now: Instant) {
-        match self.conflict.on_attestation(attestation) {
+    fn check_conflict(&mut self, escrow: Address, attestation: Attestation, now: Instant) {
+        let Some(conflict) = self.conflicts.get_mut(&escrow) else { return };
+        match conflict.on_attestation(attestation) {
             Ok(found) => {
                 for ev in found {
-                    self.on_evidence(ev, true, now);
+                    self.on_evidence(ev, escrow, true, now);
                 }
             }
             Err(e) => debug!(target: "slasher", error = %e, "attestation not usable as evidence"),
@@ -1533,9 +1588,10 @@ impl Engine {
 
     fn on_certificate(&mut self, qc: QuorumCertificate, built_here: bool, now: Instant) {
         let deal_id = qc.commitment.deal_id;
-        if let Some(committee) = self.committees.get(&qc.epoch) {
+        let escrow = self.disputes.get(&deal_id).map(|d| d.info.escrow);
+        if let (Some(escrow), Some(committee)) = (escrow, self.committees.get(&qc.epoch)) {
             if let Ok(a) = qc.attestation(committee) {
-                self.check_conflict(a, now);
+                self.check_conflict(escrow, a, now);
             }
         }
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
@@ -1579,7 +1635,13 @@ impl Engine {
 
     // ------------------------------------------------------------ slashing
 
-    fn on_evidence(&mut self, ev: ConflictEvidence, detected_here: bool, now: Instant) {
+    fn on_evidence(
+        &mut self,
+        ev: ConflictEvidence,
+        escrow: Address,
+        detected_here: bool,
+        now: Instant,
+    ) {
         let deal_id = ev.first.commitment.deal_id;
         let Some(committee) = self.committees.get(&ev.first.epoch) else { return };
         let resolvers: Vec<u32> = ev
@@ -1612,7 +1674,13 @@ impl Engine {
         self.push(Action::WriteEvidence(Box::new(ev.clone()), resolvers.clone()));
         self.push(Action::Publish(Gossip::Evidence(Box::new(ev.to_wire()))));
         self.slashes.push(SlashTask {
-            request: SlashRequest { deal_id, first: ev.first, second: ev.second, resolvers },
+            request: SlashRequest {
+                deal_id,
+                escrow,
+                first: ev.first,
+                second: ev.second,
+                resolvers,
+            },
             at: now + self.cfg.submit_slot * rank as u32,
             running: false,
         });
@@ -1877,6 +1945,7 @@ impl Engine {
                         d.submitting = true;
                         submit.push(Action::Submit {
                             deal_id: *id,
+                            escrow: d.info.escrow,
                             certificate: Box::new(qc.clone()),
                         });
                     }
@@ -1945,10 +2014,12 @@ impl Engine {
     /// Drops everything held in memory about a dispute; whether there was one.
     fn forget(&mut self, deal_id: &B256) -> bool {
         let Some(d) = self.disputes.remove(deal_id) else { return false };
-        if let Some(builder) = self.builders.get_mut(&d.info.epoch) {
+        if let Some(builder) = self.builders.get_mut(&(d.info.escrow, d.info.epoch)) {
             builder.forget_deal(deal_id);
         }
-        self.conflict.forget_deal(deal_id);
+        if let Some(conflict) = self.conflicts.get_mut(&d.info.escrow) {
+            conflict.forget_deal(deal_id);
+        }
         self.deferred.retain(|_, (p, _)| p.commitment.deal_id != *deal_id);
         true
     }

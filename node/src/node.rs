@@ -84,8 +84,10 @@ pub struct Status {
     pub banned: Vec<String>,
     /// Chain id.
     pub chain_id: u64,
-    /// Escrow.
+    /// Escrow (`chain.escrow`).
     pub escrow: Address,
+    /// Every escrow served (`chain.escrow`, then `chain.escrows`).
+    pub escrows: Vec<Address>,
     /// Registry.
     pub registry: Address,
     /// Transaction account.
@@ -183,7 +185,6 @@ pub struct Node {
     store: Arc<Store>,
     chain: Chain,
     anchors: AnchorChecker,
-    domain: VerdictDomain,
     engine: Engine,
     swarm: Swarm<Behaviour>,
     content: ContentService,
@@ -289,6 +290,11 @@ impl Node {
         })
         .await
         .map_err(|e| eyre::eyre!("{e}"))?;
+        let mut chain = chain;
+        for escrow in &cfg.chain.escrows {
+            chain = with_retries("chain.escrows", 10, || chain.clone().serve_escrow_owned(*escrow))
+                .await?;
+        }
         let domain = chain.domain();
         let p2p_config = P2pConfig {
             listen: cfg.p2p.listen.parse().map_err(|e| eyre::eyre!("p2p.listen: {e}"))?,
@@ -346,7 +352,10 @@ impl Node {
             submits: chain.account.is_some(),
             ..EngineConfig::default()
         };
-        let engine = Engine::new(engine_cfg, domain.clone(), my_key, metrics.clone());
+        let mut engine = Engine::new(engine_cfg, domain, my_key, metrics.clone());
+        for escrow in &chain.escrows[1..] {
+            engine.serve(chain.for_escrow(*escrow).domain());
+        }
         let content = ContentService::new(metrics);
         let mut node = Self {
             replays: Arc::new(Semaphore::new(cfg.pipeline.replay_workers)),
@@ -355,7 +364,6 @@ impl Node {
             store,
             chain,
             anchors,
-            domain,
             engine,
             swarm,
             content,
@@ -546,7 +554,8 @@ impl Node {
         let now = Instant::now();
         match action {
             Action::Confirm { announcement, source, delay } => {
-                let (chain, tx) = (self.chain.clone(), self.tx.clone());
+                let chain = self.chain.for_escrow(announcement.escrow);
+                let tx = self.tx.clone();
                 let confirmations = self.cfg.chain.confirmations;
                 tokio::spawn(async move {
                     if !delay.is_zero() {
@@ -622,22 +631,23 @@ impl Node {
                     let _ = tx.send(Internal::Replayed { deal_id, result });
                 });
             }
-            Action::Sign { deal_id, commitment, epoch, index } => {
-                self.sign(deal_id, commitment, epoch, index, now);
+            Action::Sign { deal_id, escrow, commitment, epoch, index } => {
+                let domain = self.chain.for_escrow(escrow).domain();
+                self.sign(&domain, deal_id, commitment, epoch, index, now);
             }
             Action::Publish(gossip) => self.publish(gossip),
             Action::Report { origin, topic, acceptance } => self.report(&origin, topic, acceptance),
-            Action::Submit { deal_id, certificate } => {
-                let (chain, tx) = (self.chain.clone(), self.tx.clone());
+            Action::Submit { deal_id, escrow, certificate } => {
+                let (chain, tx) = (self.chain.for_escrow(escrow), self.tx.clone());
                 tokio::spawn(async move {
                     let result = submit(&chain, deal_id, &certificate).await;
                     let _ = tx.send(Internal::Submitted { deal_id, result });
                 });
             }
             Action::Slash(request) => {
-                let (chain, tx) = (self.chain.clone(), self.tx.clone());
+                let (chain, tx) = (self.chain.for_escrow(request.escrow), self.tx.clone());
                 tokio::spawn(async move {
-                    let SlashRequest { deal_id, first, second, resolvers } = *request;
+                    let SlashRequest { deal_id, first, second, resolvers, .. } = *request;
                     let result = slash(&chain, &resolvers, (&first).into(), (&second).into()).await;
                     let _ = tx.send(Internal::Slashed { deal_id, resolvers, result });
                 });
@@ -699,6 +709,7 @@ impl Node {
     /// partial, and only then hands it to the engine (which gossips it).
     fn sign(
         &mut self,
+        domain: &VerdictDomain,
         deal_id: B256,
         #[allow(unused_mut)] mut commitment: VerdictCommitment,
         epoch: u64,
@@ -718,7 +729,7 @@ impl Node {
             _ => {}
         }
         let Some(signer) = self.signer.as_mut() else { return };
-        let signature = match signer.sign(&self.domain, &commitment) {
+        let signature = match signer.sign(domain, &commitment) {
             Ok(s) => s,
             Err(e) => return self.engine.on_sign_refused(deal_id, e.to_string()),
         };
@@ -743,7 +754,7 @@ impl Node {
         if let Some(raw) = &self.faults.raw_key {
             let mut other = commitment;
             other.outcome = flip(commitment.outcome);
-            let sig = raw.sign(&other.eip712_digest(&self.domain));
+            let sig = raw.sign(&other.eip712_digest(domain));
             let p = SignedVerdict {
                 commitment: other,
                 epoch,
@@ -995,6 +1006,7 @@ impl Node {
             banned: self.content.banned().map(ToString::to_string).collect(),
             chain_id: self.chain.chain_id,
             escrow: self.chain.escrow,
+            escrows: self.chain.escrows.clone(),
             registry: self.chain.registry,
             account: self.chain.account,
             bls_key: self.my_key.map(|k| alloy_primitives::hex::encode(k.compress())),

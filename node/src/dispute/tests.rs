@@ -694,11 +694,11 @@ fn settled_disputes_are_evicted_with_their_builder_and_conflict_state() {
     }
     rig.drain();
     assert_eq!(rig.engine.len(), 50);
-    assert_eq!(rig.engine.builders[&EPOCH].groups(), 50);
+    assert_eq!(rig.engine.builders[&(Address::repeat_byte(0xe5), EPOCH)].groups(), 50);
     rig.later(Duration::from_secs(10));
     rig.engine.on_tick(rig.now);
     assert_eq!(rig.engine.len(), 0);
-    assert_eq!(rig.engine.builders[&EPOCH].groups(), 0);
+    assert_eq!(rig.engine.builders[&(Address::repeat_byte(0xe5), EPOCH)].groups(), 0);
     // Late gossip for an evicted deal is ignored without any work.
     let a = announcement(1);
     rig.gossip_partial(partial(3, EPOCH, commitment(&a, ReexecVerdict::Reproduced)), origin(1));
@@ -782,7 +782,7 @@ fn ten_thousand_settled_disputes_leave_bounded_state_and_are_pruned_from_the_sto
     assert_eq!(pruned, 10_000, "every finished dispute is pruned once");
     assert_eq!(rig.engine.len(), 0);
     assert_eq!(rig.engine.finished_len(), 1_000, "remembered ids are capped");
-    assert_eq!(rig.engine.builders[&EPOCH].groups(), 0);
+    assert_eq!(rig.engine.builders[&(Address::repeat_byte(0xe5), EPOCH)].groups(), 0);
     // The newest evicted deal is still recognised; the oldest costs one confirmation.
     rig.engine.on_gossip(origin(3), Gossip::Dispute(numbered(9_999)), rig.now);
     assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, MessageAcceptance::Ignore)]);

@@ -4,6 +4,7 @@ mod api;
 mod bench;
 mod chaos;
 mod cli;
+mod escrows;
 mod fees;
 mod finality;
 mod gas;
