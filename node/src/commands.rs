@@ -1,8 +1,8 @@
 //! The one-shot commands and `run`.
 
 use crate::{
-    print_json, AccountArgs, AnchorArgs, ContentCommand, RegisterArgs, SlashArgs, VerifyArgs,
-    WitnessArgs,
+    print_json, AccountArgs, AccountChainArgs, AnchorArgs, ChainArgs, ContentCommand, DataDirArgs,
+    ProtectionCommand, RegisterArgs, ResolverArgs, SlashArgs, VerifyArgs, WitnessArgs,
 };
 use alloy_primitives::{hex, Address, Bytes, B256};
 use alloy_provider::{Provider, ProviderBuilder};
@@ -111,22 +111,22 @@ pub(crate) async fn run(config: NodeConfig) -> eyre::Result<()> {
     Ok(())
 }
 
-async fn connect(
-    rpc_url: &str,
-    escrow: Address,
-    account: Option<&AccountArgs>,
-) -> eyre::Result<Chain> {
+async fn connect(args: &ChainArgs, account: Option<&AccountArgs>) -> eyre::Result<Chain> {
     let signer = match account {
         Some(a) => Some(load_account(&a.account_keystore, &a.account_password_file)?),
         None => None,
     };
-    Ok(Chain::connect(rpc_url, escrow, signer).await?)
+    let rpc = resolvd_node::chain::RpcOptions {
+        urls: vec![args.rpc_url.clone()],
+        ca_file: args.ca_file.clone(),
+    };
+    Ok(Chain::connect_with(&rpc, args.escrow, signer).await?)
 }
 
 /// `resolvd register`.
 pub(crate) async fn register(args: RegisterArgs) -> eyre::Result<()> {
     let secret = keys::load(&args.keystore, &args.password)?;
-    let chain = connect(&args.chain.rpc_url, args.chain.escrow, Some(&args.account)).await?;
+    let chain = connect(&args.chain, Some(&args.account)).await?;
     let bond = match args.bond {
         Some(b) => b,
         None => chain.view(chain.registry, IRegistry::minimumBondCall {}, None).await?,
@@ -260,7 +260,7 @@ pub(crate) async fn verify(args: VerifyArgs) -> eyre::Result<()> {
 
 /// Replays a settled deal from public inputs; the report and whether it matches.
 pub(crate) async fn verify_report(args: &VerifyArgs) -> eyre::Result<(serde_json::Value, bool)> {
-    let chain = connect(&args.chain.rpc_url, args.chain.escrow, None).await?;
+    let chain = connect(&args.chain, None).await?;
     let deal = chain.deal(args.deal_id, None).await?;
     ensure!(
         deal.state == deal_state::RESOLVED,
@@ -357,7 +357,7 @@ pub(crate) async fn slash(args: SlashArgs) -> eyre::Result<()> {
     let bytes = hex::decode(text.trim()).map_err(|e| eyre!("evidence file is not hex: {e}"))?;
     let ev = wire::ConflictEvidence::decode_wire(&bytes)?;
     let (a, b) = (Attestation::from_wire(&ev.first)?, Attestation::from_wire(&ev.second)?);
-    let chain = connect(&args.chain.rpc_url, args.chain.escrow, Some(&args.account)).await?;
+    let chain = connect(&args.chain, Some(&args.account)).await?;
     let mut committees = BTreeMap::new();
     for epoch in [a.epoch, b.epoch] {
         if let std::collections::btree_map::Entry::Vacant(e) = committees.entry(epoch) {
@@ -380,4 +380,165 @@ pub(crate) async fn status(api: &str) -> eyre::Result<()> {
     let res = reqwest::get(&url).await.wrap_err_with(|| format!("GET {url}"))?;
     ensure!(res.status().is_success(), "GET {url}: {}", res.status());
     print_json(&res.json().await?)
+}
+
+/// The data dir (opened) and the BLS public key of a protection command.
+fn protection_target(dir: &DataDirArgs) -> eyre::Result<(resolvd_node::store::Store, String)> {
+    let mut cfg = match &dir.config {
+        Some(path) => resolvd_node::config::NodeConfig::load(path)?,
+        None => resolvd_node::config::NodeConfig::default(),
+    };
+    if let Some(d) = &dir.data_dir {
+        cfg.data_dir.clone_from(d);
+    }
+    let keystore = dir.keystore.clone().or(cfg.keys.bls_keystore.clone()).ok_or_else(|| {
+        eyre!("no BLS keystore: pass --keystore or set keys.bls_keystore in --config")
+    })?;
+    let json = std::fs::read_to_string(&keystore)
+        .wrap_err_with(|| format!("reading {}", keystore.display()))?;
+    let pk = resolvd_node::keystore::Keystore::from_json(&json)?
+        .public_key()
+        .ok_or_else(|| eyre!("{} stores no valid pubkey", keystore.display()))?;
+    let db = cfg.data_dir.join("db");
+    let store = resolvd_node::store::Store::open(&db)
+        .wrap_err_with(|| format!("opening {} (is the node still running?)", db.display()))?;
+    Ok((store, hex::encode_prefixed(pk.compress())))
+}
+
+/// `resolvd protection export|import`.
+pub(crate) fn protection(cmd: ProtectionCommand) -> eyre::Result<()> {
+    use resolvd_node::interchange;
+    match cmd {
+        ProtectionCommand::Export { dir, chain_id, out } => {
+            let (store, pubkey) = protection_target(&dir)?;
+            let chain_id = match (store.chain_id()?, chain_id) {
+                (Some(a), Some(b)) if a != b => {
+                    bail!("--chain-id {b}, but the data dir was used on chain {a}")
+                }
+                (Some(a), _) | (None, Some(a)) => a,
+                (None, None) => bail!("the data dir records no chain id: pass --chain-id"),
+            };
+            let doc = interchange::export(&store, &pubkey, chain_id)?;
+            let json = serde_json::to_string_pretty(&doc)? + "\n";
+            match out {
+                Some(path) => {
+                    std::fs::write(&path, json)
+                        .wrap_err_with(|| format!("writing {}", path.display()))?;
+                    tracing::info!(target: "protection", records = doc.data[0].signed_verdicts.len(), path = %path.display(), "exported");
+                }
+                None => {
+                    #[allow(clippy::disallowed_macros)]
+                    {
+                        print!("{json}");
+                    }
+                }
+            }
+        }
+        ProtectionCommand::Import { dir, file } => {
+            let bytes =
+                std::fs::read(&file).wrap_err_with(|| format!("reading {}", file.display()))?;
+            let doc: interchange::Interchange = serde_json::from_slice(&bytes)
+                .wrap_err_with(|| format!("{} is not an interchange document", file.display()))?;
+            let (store, pubkey) = protection_target(&dir)?;
+            let summary = interchange::import(&store, &doc, &pubkey, store.chain_id()?)?;
+            if store.chain_id()?.is_none() {
+                if let Ok(id) = doc.metadata.chain_id.parse() {
+                    store.set_chain_id(id)?;
+                }
+            }
+            print_json(&serde_json::to_value(summary)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// The resolver of `operator`, from its `ResolverRegistered` log.
+async fn index_of(chain: &Chain, operator: Address) -> eyre::Result<u64> {
+    let filter = Filter::new()
+        .address(chain.registry)
+        .event_signature(IRegistry::ResolverRegistered::SIGNATURE_HASH)
+        .topic2(operator.into_word())
+        .from_block(0u64);
+    let logs = chain.provider().get_logs(&filter).await?;
+    let log = logs.last().ok_or_else(|| eyre!("{operator} never registered a resolver"))?;
+    let index = log.topics().get(1).ok_or_else(|| eyre!("malformed ResolverRegistered log"))?;
+    Ok(alloy_primitives::U256::from_be_bytes(index.0).to())
+}
+
+/// `resolvd resolver`.
+pub(crate) async fn resolver(args: ResolverArgs) -> eyre::Result<()> {
+    let chain = connect(&args.chain, None).await?;
+    let index = match (args.index, args.operator) {
+        (Some(i), _) => i,
+        (None, Some(op)) => index_of(&chain, op).await?,
+        (None, None) => bail!("pass a resolver index or --operator"),
+    };
+    print_json(&resolver_json(&chain, index).await?)
+}
+
+async fn resolver_json(chain: &Chain, index: u64) -> eyre::Result<serde_json::Value> {
+    let count: alloy_primitives::U256 =
+        chain.view(chain.registry, IRegistry::resolverCountCall {}, None).await?;
+    ensure!(
+        alloy_primitives::U256::from(index) < count,
+        "no resolver {index} (the registry has {count})"
+    );
+    let info = chain
+        .view(
+            chain.registry,
+            IRegistry::resolverInfoCall { index: alloy_primitives::U256::from(index) },
+            None,
+        )
+        .await?;
+    let delay: alloy_primitives::U256 =
+        chain.view(chain.registry, IRegistry::unbondingDelayCall {}, None).await?;
+    let (r, m) = (info.entry, info.membership);
+    let exit = (r.exitRequestedAt != 0).then_some(r.exitRequestedAt);
+    let status = if r.slashed {
+        "slashed"
+    } else if r.withdrawn {
+        "withdrawn"
+    } else if exit.is_some() {
+        "exiting"
+    } else if m.joinedEpoch == 0 {
+        "pending activation"
+    } else {
+        "active"
+    };
+    Ok(serde_json::json!({
+        "resolver": index,
+        "operator": r.operator,
+        "status": status,
+        "bond": r.bond.to_string(),
+        "stake": m.stake.to_string(),
+        "joinedEpoch": m.joinedEpoch,
+        "leftEpoch": (m.leftEpoch != 0).then_some(m.leftEpoch),
+        "slashed": r.slashed,
+        "withdrawn": r.withdrawn,
+        "exitRequestedAt": exit,
+        "withdrawableAt": exit.map(|t| alloy_primitives::U256::from(t) + delay).map(|t| t.to_string()),
+        "publicKey": hex::encode_prefixed(&info.publicKey),
+    }))
+}
+
+/// `resolvd exit`.
+pub(crate) async fn exit(args: AccountChainArgs) -> eyre::Result<()> {
+    let chain = connect(&args.chain, Some(&args.account)).await?;
+    let operator = chain.account.ok_or_else(|| eyre!("no account"))?;
+    let tx = chain.send(chain.registry, IRegistry::requestExitCall {}).await?;
+    let index = index_of(&chain, operator).await?;
+    let mut out = resolver_json(&chain, index).await?;
+    out["tx"] = serde_json::json!(tx.tx_hash);
+    print_json(&out)
+}
+
+/// `resolvd withdraw`.
+pub(crate) async fn withdraw(args: AccountChainArgs) -> eyre::Result<()> {
+    let chain = connect(&args.chain, Some(&args.account)).await?;
+    let operator = chain.account.ok_or_else(|| eyre!("no account"))?;
+    let tx = chain.send(chain.registry, IRegistry::withdrawCall {}).await?;
+    let index = index_of(&chain, operator).await?;
+    let mut out = resolver_json(&chain, index).await?;
+    out["tx"] = serde_json::json!(tx.tx_hash);
+    print_json(&out)
 }

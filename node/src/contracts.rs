@@ -162,6 +162,17 @@ alloy_sol_types::sol! {
         error EmptySignerSet();
         error KeyAlreadyRegistered(bytes32 keyHash);
         error OperatorAlreadyRegistered(address operator);
+        error NotResolver(address who);
+        error AlreadyExiting(uint256 resolver);
+        error NotExiting(uint256 resolver);
+        error UnbondingNotOver(uint256 resolver, uint256 availableAt);
+        error NothingToWithdraw(uint256 resolver);
+
+        event ExitRequested(uint256 indexed resolver, address indexed operator, uint256 withdrawableAt);
+        event Withdrawn(uint256 indexed resolver, address indexed operator, uint256 amount);
+        function requestExit() external;
+        function withdraw() external;
+        function unbondingDelay() external view returns (uint256);
 
         function bondToken() external view returns (address);
         function minimumBond() external view returns (uint256);

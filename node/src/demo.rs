@@ -241,7 +241,11 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
     ));
 
     let verify = VerifyArgs {
-        chain: ChainArgs { rpc_url: net.rpc_url.clone(), escrow: net.deployment.escrow },
+        chain: ChainArgs {
+            rpc_url: net.rpc_url.clone(),
+            escrow: net.deployment.escrow,
+            ca_file: None,
+        },
         deal_id: rows[0].deal_id,
         api: Some(format!("http://{}", net.nodes[0].api)),
         witness: None,

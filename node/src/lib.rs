@@ -26,6 +26,7 @@ pub mod contracts;
 pub mod devnet;
 pub mod dispute;
 pub mod inspect;
+pub mod interchange;
 pub mod keys;
 pub mod keystore;
 pub mod metrics;

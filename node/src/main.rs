@@ -49,6 +49,13 @@ enum Command {
     Verify(VerifyArgs),
     /// Submit equivocation evidence (an evidence file a node wrote) to the registry.
     Slash(SlashArgs),
+    /// Leave the committee (`requestExit`): prints when the bond becomes
+    /// withdrawable (it stays slashable until then).
+    Exit(AccountChainArgs),
+    /// Take the bond back once the unbonding delay is over (`withdraw`).
+    Withdraw(AccountChainArgs),
+    /// Show a resolver: bond, stake, epochs joined/left, slashed, exit time.
+    Resolver(ResolverArgs),
     /// Run a local network (anvil, contracts, N registered resolvers) and a demo:
     /// an honest delivery, a false claim, a byzantine resolver slashed, a keyless verify.
     /// (Built with the cargo feature `devnet` only.)
@@ -65,6 +72,49 @@ enum Command {
     /// Manage the resolver's BLS key (EIP-2335 keystore).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Export or import a data dir's slashing protection (EIP-3076-style
+    /// interchange JSON), to move a resolver to a new machine. Stop the node
+    /// first: the database is opened exclusively.
+    #[command(subcommand)]
+    Protection(ProtectionCommand),
+}
+
+/// The data dir and key a protection command works on.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DataDirArgs {
+    /// The node.toml (its `data_dir` and `keys.bls_keystore`).
+    #[arg(long, env = "RESOLVD_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    /// Overrides `data_dir`.
+    #[arg(long, env = "RESOLVD_DATA_DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// Overrides `keys.bls_keystore` (only its public `pubkey` is read).
+    #[arg(long)]
+    pub(crate) keystore: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ProtectionCommand {
+    /// Write every protection record of the data dir.
+    Export {
+        #[command(flatten)]
+        dir: DataDirArgs,
+        /// The chain id, if the data dir has none recorded (a node records it on its first run).
+        #[arg(long)]
+        chain_id: Option<u64>,
+        /// Output file (stdout if absent).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Merge a document into the data dir (created if missing): records
+    /// already present are skipped; any conflicting record refuses the whole
+    /// import, changing nothing.
+    Import {
+        #[command(flatten)]
+        dir: DataDirArgs,
+        /// The interchange JSON.
+        file: PathBuf,
+    },
 }
 
 /// Options of `resolvd run`: a TOML file, overridden by `RESOLVD_*`
@@ -160,6 +210,10 @@ pub(crate) struct ChainArgs {
     /// The escrow contract.
     #[arg(long, env = "RESOLVD_ESCROW")]
     pub(crate) escrow: Address,
+    /// PEM CA certificates trusted for `https://` / `wss://` besides the
+    /// webpki roots (as `chain.ca_file`).
+    #[arg(long, env = "RESOLVD_CA_FILE")]
+    pub(crate) ca_file: Option<PathBuf>,
 }
 
 /// The transaction account: an encrypted JSON keystore and its password file.
@@ -295,6 +349,27 @@ pub(crate) struct SlashArgs {
     /// `<data_dir>/evidence/`).
     #[arg(long)]
     pub(crate) evidence: PathBuf,
+}
+
+/// A chain and the operator account.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AccountChainArgs {
+    #[command(flatten)]
+    pub(crate) chain: ChainArgs,
+    #[command(flatten)]
+    pub(crate) account: AccountArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ResolverArgs {
+    #[command(flatten)]
+    pub(crate) chain: ChainArgs,
+    /// Registry index.
+    #[arg(conflicts_with = "operator", required_unless_present = "operator")]
+    pub(crate) index: Option<u64>,
+    /// Look the resolver up by its operator address instead.
+    #[arg(long)]
+    pub(crate) operator: Option<Address>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -453,6 +528,9 @@ fn main() -> eyre::Result<()> {
         Command::Witness(args) => runtime()?.block_on(commands::witness(args))?,
         Command::Verify(args) => runtime()?.block_on(commands::verify(args))?,
         Command::Slash(args) => runtime()?.block_on(commands::slash(args))?,
+        Command::Exit(args) => runtime()?.block_on(commands::exit(args))?,
+        Command::Withdraw(args) => runtime()?.block_on(commands::withdraw(args))?,
+        Command::Resolver(args) => runtime()?.block_on(commands::resolver(args))?,
         #[cfg(feature = "devnet")]
         Command::Devnet(args) => {
             // The demo prints its own progress; library logs only from warn up.
@@ -466,6 +544,7 @@ fn main() -> eyre::Result<()> {
             print_json(&serde_json::to_value(report)?)?;
         }
         Command::Keys(cmd) => keys(cmd)?,
+        Command::Protection(cmd) => commands::protection(cmd)?,
     }
     Ok(())
 }

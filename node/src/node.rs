@@ -92,6 +92,11 @@ pub struct Status {
     pub registry: Address,
     /// Transaction account.
     pub account: Option<Address>,
+    /// Its balance (wei, decimal; refreshed every 30 s) and what one large
+    /// transaction may cost at the fee cap (1M gas × `chain.max_fee_per_gas`).
+    pub account_balance_wei: Option<String>,
+    /// See [`Self::account_balance_wei`].
+    pub account_gas_cap_wei: Option<String>,
     /// The BLS key (compressed hex), if the node signs.
     pub bls_key: Option<String>,
     /// Latest block seen.
@@ -185,6 +190,8 @@ pub struct Node {
     store: Arc<Store>,
     chain: Chain,
     anchors: AnchorChecker,
+    /// The account's balance, refreshed by a task (see `Status`).
+    balance: Arc<RwLock<Option<alloy_primitives::U256>>>,
     engine: Engine,
     swarm: Swarm<Behaviour>,
     content: ContentService,
@@ -265,6 +272,15 @@ impl Node {
         })
         .await
         .map_err(|e| eyre::eyre!("chain at {rpc} unreachable: {e}"))?;
+        match store.chain_id()? {
+            None => store.set_chain_id(chain.chain_id)?,
+            Some(id) if id != chain.chain_id => eyre::bail!(
+                "the data dir {} was used on chain {id}, the RPC serves chain {}: use another data_dir",
+                cfg.data_dir.display(),
+                chain.chain_id
+            ),
+            Some(_) => {}
+        }
         let mut chain = chain.with_journal(Arc::new(SharedStore(store.clone())));
         chain.fees = crate::chain::FeePolicy {
             max_fee_per_gas: u128::from(cfg.chain.max_fee_per_gas),
@@ -318,15 +334,19 @@ impl Node {
             status: RwLock::new(Status::default()),
             content_added: content_tx,
         });
+        let balance: Arc<RwLock<Option<alloy_primitives::U256>>> = Arc::default();
         if let Some(account) = chain.account {
             // Balance vs the cost of a large transaction at the cap, for the
             // dashboard's "fund me" alert; refreshed every 30 s.
             metrics.account_gas_cap.set(1e6 * cfg.chain.max_fee_per_gas as f64);
             let (provider, metrics) = (chain.provider().clone(), metrics.clone());
+            let balance = balance.clone();
             tokio::spawn(async move {
                 loop {
                     if let Ok(b) = alloy_provider::Provider::get_balance(&provider, account).await {
                         metrics.account_balance.set(f64::from(b));
+                        *balance.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                            Some(b);
                     }
                     tokio::time::sleep(Duration::from_secs(30)).await;
                 }
@@ -364,6 +384,7 @@ impl Node {
             store,
             chain,
             anchors,
+            balance,
             engine,
             swarm,
             content,
@@ -1009,6 +1030,16 @@ impl Node {
             escrows: self.chain.escrows.clone(),
             registry: self.chain.registry,
             account: self.chain.account,
+            account_balance_wei: self
+                .balance
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .map(|b| b.to_string()),
+            account_gas_cap_wei: self.chain.account.map(|_| {
+                (alloy_primitives::U256::from(1_000_000u64)
+                    * alloy_primitives::U256::from(self.cfg.chain.max_fee_per_gas))
+                .to_string()
+            }),
             bls_key: self.my_key.map(|k| alloy_primitives::hex::encode(k.compress())),
             head: self.engine.head(),
             cursor: self.cursor,

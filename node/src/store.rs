@@ -59,6 +59,52 @@ pub enum StoreError {
     },
 }
 
+/// Name of the chain-id record (in the cursor column).
+const CHAIN_ID: &str = "meta#chain_id";
+
+/// One slashing-protection record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProtectionEntry {
+    /// Domain and deal.
+    pub key: ProtectionKey,
+    /// Digest of the commitment signed.
+    pub digest: ContentHash,
+    /// Unix seconds, when recorded (absent in records older than that).
+    pub signed_at: Option<u64>,
+}
+
+/// An import refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// Records contradicting the data dir's (or each other).
+    #[error("{} conflicting protection record(s)", .0.len())]
+    Conflicts(Vec<ProtectionKey>),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// `digest ‖ signed_at (u64 BE)`; records written before `signed_at` was
+/// kept are the 32-byte digest alone.
+fn protection_bytes(digest: ContentHash, signed_at: Option<u64>) -> Vec<u8> {
+    let mut v = digest.to_vec();
+    if let Some(t) = signed_at {
+        v.extend_from_slice(&t.to_be_bytes());
+    }
+    v
+}
+
+fn protection_value(v: &[u8]) -> Result<(ContentHash, Option<u64>), StoreError> {
+    match v.len() {
+        32 => Ok((ContentHash::from_slice(v), None)),
+        40 => Ok((
+            ContentHash::from_slice(&v[..32]),
+            Some(u64::from_be_bytes(v[32..].try_into().expect("8 bytes"))),
+        )),
+        _ => Err(StoreError::Corrupt { what: "protection" }),
+    }
+}
+
 /// The node's database.
 #[derive(Debug)]
 pub struct Store {
@@ -153,9 +199,75 @@ impl Store {
     ) -> Result<Option<ContentHash>, StoreError> {
         match self.db.get_cf(self.cf("protection"), key.to_bytes())? {
             None => Ok(None),
-            Some(v) if v.len() == 32 => Ok(Some(ContentHash::from_slice(&v))),
-            Some(_) => Err(StoreError::Corrupt { what: "protection" }),
+            Some(v) => Ok(Some(protection_value(&v)?.0)),
         }
+    }
+
+    /// Every slashing-protection record (for the interchange export).
+    pub fn protection_records(&self) -> Result<Vec<ProtectionEntry>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.db.iterator_cf(self.cf("protection"), rocksdb::IteratorMode::Start) {
+            let (k, v) = item?;
+            if k.len() != 64 {
+                return Err(StoreError::Corrupt { what: "protection" });
+            }
+            let (digest, signed_at) = protection_value(&v)?;
+            out.push(ProtectionEntry {
+                key: ProtectionKey {
+                    domain_separator: B256::from_slice(&k[..32]),
+                    deal_id: B256::from_slice(&k[32..]),
+                },
+                digest,
+                signed_at,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Merges `entries` into the protection records, all or nothing (one
+    /// synced batch, under the signing lock): a key already recorded with
+    /// the same digest is left as it is; one recorded with another digest,
+    /// or listed twice with different digests, is a conflict and nothing is
+    /// written. Returns (written, unchanged).
+    pub fn import_protection(
+        &self,
+        entries: &[ProtectionEntry],
+    ) -> Result<(usize, usize), ImportError> {
+        let _guard = self.protection.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut conflicts = Vec::new();
+        let mut new: std::collections::BTreeMap<[u8; 64], &ProtectionEntry> = Default::default();
+        let mut unchanged = 0;
+        for e in entries {
+            let k = e.key.to_bytes();
+            match (self.protection_record(&e.key)?, new.get(&k)) {
+                (Some(d), _) if d == e.digest => unchanged += 1,
+                (Some(_), _) => conflicts.push(e.key),
+                (None, Some(other)) if other.digest != e.digest => conflicts.push(e.key),
+                (None, Some(_)) => unchanged += 1,
+                (None, None) => {
+                    new.insert(k, e);
+                }
+            }
+        }
+        if !conflicts.is_empty() {
+            return Err(ImportError::Conflicts(conflicts));
+        }
+        let mut batch = rocksdb::WriteBatch::default();
+        for (k, e) in &new {
+            batch.put_cf(self.cf("protection"), k, protection_bytes(e.digest, e.signed_at));
+        }
+        self.db.write_opt(batch, &synced()).map_err(StoreError::from)?;
+        Ok((new.len(), unchanged))
+    }
+
+    /// Records the chain id the data dir is used on (the first run's).
+    pub fn set_chain_id(&self, chain_id: u64) -> Result<(), StoreError> {
+        self.set_cursor(CHAIN_ID, chain_id)
+    }
+
+    /// The chain id recorded by [`Self::set_chain_id`].
+    pub fn chain_id(&self) -> Result<Option<u64>, StoreError> {
+        self.cursor(CHAIN_ID)
     }
 
     /// Persists the chain cursor `name` (fsync'd).
@@ -352,8 +464,16 @@ impl ProtectionStore for &Store {
         let store_err = |e: StoreError| resolvd_consensus::Error::Store(e.to_string());
         let decision = decide(self.protection_record(key).map_err(store_err)?, digest);
         if decision == Decision::Record {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
             self.db
-                .put_cf_opt(self.cf("protection"), key.to_bytes(), digest, &synced())
+                .put_cf_opt(
+                    self.cf("protection"),
+                    key.to_bytes(),
+                    protection_bytes(digest, Some(now)),
+                    &synced(),
+                )
                 .map_err(|e| store_err(e.into()))?;
         }
         Ok(decision)

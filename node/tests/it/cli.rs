@@ -132,8 +132,21 @@ fn help_lists_every_command() {
     let out = resolvd().arg("--help").output().unwrap();
     let help = String::from_utf8(out.stdout).unwrap();
     for cmd in [
-        "run", "register", "content", "anchor", "witness", "verify", "slash", "status", "devnet",
-        "inspect", "keys",
+        "run",
+        "register",
+        "content",
+        "anchor",
+        "witness",
+        "verify",
+        "slash",
+        "status",
+        "devnet",
+        "inspect",
+        "keys",
+        "exit",
+        "withdraw",
+        "resolver",
+        "protection",
     ] {
         assert!(help.lines().any(|l| l.trim_start().starts_with(cmd)), "{cmd} missing:\n{help}");
         let sub = resolvd().args([cmd, "--help"]).output().unwrap();

@@ -9,6 +9,8 @@ mod fees;
 mod finality;
 mod gas;
 mod hardening;
+mod lifecycle;
 mod network;
 mod p2p;
+mod protection;
 mod rpc;
