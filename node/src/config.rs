@@ -187,7 +187,7 @@ impl ChainConfig {
 }
 
 /// The resolver's BLS key.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct KeysConfig {
     /// EIP-2335 keystore of the BLS key (`resolvd keys new`). Without it the
@@ -195,6 +195,18 @@ pub struct KeysConfig {
     pub bls_keystore: Option<PathBuf>,
     /// File holding its password (else `RESOLVD_KEYSTORE_PASSWORD`).
     pub password_file: Option<PathBuf>,
+    /// Doppelgänger protection: stay silent (sign nothing) this long after
+    /// start and listen; a partial signed by this key that this data dir did
+    /// not produce (the key runs elsewhere) stops the node, non-zero. `0`
+    /// turns the protection off (`--disable-doppelganger`).
+    pub doppelganger_wait_secs: u64,
+}
+
+impl Default for KeysConfig {
+    fn default() -> Self {
+        // Three republish periods of an own partial (4 s each).
+        Self { bls_keystore: None, password_file: None, doppelganger_wait_secs: 12 }
+    }
 }
 
 /// libp2p.

@@ -799,6 +799,8 @@ impl Devnet {
             }
             config.keys.bls_keystore = Some(bls_keystore);
             config.keys.password_file = Some(password_file);
+            // One process per key by construction; tests restart nodes often.
+            config.keys.doppelganger_wait_secs = 0;
             config.p2p.listen = addrs[i].clone();
             config.p2p.bootstrap = if options.link_proxies {
                 links
@@ -846,6 +848,7 @@ impl Devnet {
                 c.api.listen = SocketAddr::from(([0, 0, 0, 0], 9500));
                 c.keys.bls_keystore = Some(shared.join("bls-keystore.json"));
                 c.keys.password_file = Some(shared.join("password"));
+                c.keys.doppelganger_wait_secs = 0;
                 if c.chain.account_keystore.is_some() {
                     c.chain.account_keystore = Some(shared.join("account.json"));
                     c.chain.account_password_file = Some(shared.join("password"));

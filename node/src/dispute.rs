@@ -97,6 +97,9 @@ pub struct EngineConfig {
     pub evidence_epochs: u64,
     /// Whether this node sends transactions (has an account).
     pub submits: bool,
+    /// Doppelgänger detection: a gossiped partial of this node's own key
+    /// that it did not make stops all signing ([`Engine::doppelganger`]).
+    pub detect_doppelganger: bool,
 }
 
 impl Default for EngineConfig {
@@ -110,6 +113,7 @@ impl Default for EngineConfig {
             retain_settled: Duration::from_secs(600),
             max_finished: 65_536,
             max_confirming: 32,
+            detect_doppelganger: false,
             evidence_epochs: 1_024,
             submits: true,
         }
@@ -653,6 +657,8 @@ pub struct Engine {
     /// (deal, resolver) pairs already slashed on chain.
     slashed: HashSet<(B256, u32)>,
     slashes: Vec<SlashTask>,
+    /// A partial of this node's key it did not make: (deal, epoch, signer).
+    doppelganger: Option<(B256, u64, u32)>,
     process_at: Option<Instant>,
     actions: VecDeque<Action>,
 }
@@ -695,6 +701,7 @@ impl Engine {
             seen_evidence: HashSet::new(),
             slashed: HashSet::new(),
             slashes: Vec::new(),
+            doppelganger: None,
             process_at: None,
             actions: VecDeque::new(),
         }
@@ -707,6 +714,12 @@ impl Engine {
         debug_assert!(self.committees.is_empty(), "serve escrows before loading committees");
         self.conflicts.insert(domain.verifying_contract, ConflictDetector::new(domain.clone()));
         self.domains.insert(domain.verifying_contract, domain);
+    }
+
+    /// A partial of this node's key it did not make, once seen (deal,
+    /// epoch, signer index): the node must stop signing.
+    pub fn doppelganger(&self) -> Option<(B256, u64, u32)> {
+        self.doppelganger
     }
 
     /// The next action to perform.
@@ -1541,10 +1554,26 @@ impl Engine {
                     let Some((p, origins)) = self.deferred.remove(&(digest, signer)) else {
                         continue;
                     };
+                    let from_peer = !origins.is_empty();
                     for origin in origins {
                         self.report(origin, Topic::Verdicts, MessageAcceptance::Accept);
                     }
+                    let mine = self.my_index(p.epoch) == Some(signer);
                     if let Some(d) = self.disputes.get_mut(&p.commitment.deal_id) {
+                        // Our key, verified, from a peer, and not what this
+                        // data dir signed: the key is running elsewhere.
+                        if self.cfg.detect_doppelganger
+                            && mine
+                            && from_peer
+                            && d.own.as_ref().is_none_or(|o| o.commitment != p.commitment)
+                        {
+                            error!(target: "pipeline", deal = %p.commitment.deal_id, signer, "DOPPELGANGER: a partial signed by this node's key that this node did not make: the key runs elsewhere; refusing to sign");
+                            self.doppelganger.get_or_insert((
+                                p.commitment.deal_id,
+                                p.epoch,
+                                signer,
+                            ));
+                        }
                         let list = d.view.signers.entry(digest).or_default();
                         if !list.contains(&signer) {
                             list.push(signer);

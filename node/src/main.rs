@@ -157,6 +157,10 @@ pub(crate) struct RunArgs {
     /// Overrides `chain.account_password_file`.
     #[arg(long, env = "RESOLVD_ACCOUNT_PASSWORD_FILE")]
     pub(crate) account_password_file: Option<PathBuf>,
+    /// Turn doppelgänger protection off (`keys.doppelganger_wait_secs = 0`):
+    /// devnets, or a key known to run nowhere else.
+    #[arg(long)]
+    pub(crate) disable_doppelganger: bool,
     /// Check the effective configuration, print it as TOML and exit.
     #[arg(long)]
     pub(crate) print_config: bool,
@@ -180,6 +184,9 @@ impl RunArgs {
         set(&mut c.p2p.bootstrap, &self.bootstrap);
         set(&mut c.api.listen, &self.api_listen);
         set(&mut c.log_format, &log_format);
+        if self.disable_doppelganger {
+            c.keys.doppelganger_wait_secs = 0;
+        }
         for (slot, value) in [
             (&mut c.keys.bls_keystore, &self.bls_keystore),
             (&mut c.keys.password_file, &self.password_file),

@@ -73,6 +73,8 @@ pub struct Metrics {
     pub reorgs: Counter,
     /// Depth (blocks re-scanned) of the last such reorg.
     pub reorg_depth: Gauge,
+    /// 1 once a partial of this node's key made elsewhere was seen.
+    pub doppelganger: Gauge,
     /// Latest block number seen.
     pub chain_head: Gauge,
     /// Head minus the last block handled (the confirmations plus any lag).
@@ -132,6 +134,7 @@ impl Default for Metrics {
             store_errors: Counter::default(),
             reorgs: Counter::default(),
             reorg_depth: Gauge::default(),
+            doppelganger: Gauge::default(),
             chain_head: Gauge::default(),
             chain_head_lag: Gauge::default(),
             account_balance: Gauge::default(),
@@ -190,6 +193,11 @@ impl Default for Metrics {
         registry.register("store_errors", "Failed store writes", m.store_errors.clone());
         registry.register("reorgs", "Reorgs of handled blocks", m.reorgs.clone());
         registry.register("chain_head", "Latest block number seen", m.chain_head.clone());
+        registry.register(
+            "doppelganger_detected",
+            "1 once this node's key was seen signing elsewhere",
+            m.doppelganger.clone(),
+        );
         registry.register(
             "chain_head_lag_blocks",
             "Head minus the last block handled",

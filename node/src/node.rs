@@ -190,6 +190,10 @@ pub struct Node {
     store: Arc<Store>,
     chain: Chain,
     anchors: AnchorChecker,
+    /// Doppelgänger wait: no signing before this instant; the signatures
+    /// asked for meanwhile, made once it is over.
+    silent_until: Option<Instant>,
+    held_signs: Vec<(VerdictDomain, B256, VerdictCommitment, u64, u32)>,
     /// The account's balance, refreshed by a task (see `Status`).
     balance: Arc<RwLock<Option<alloy_primitives::U256>>>,
     engine: Engine,
@@ -363,6 +367,12 @@ impl Node {
             },
             crash_armed: cfg.fault.crash_after_persist,
         };
+        let secret_present = secret.is_some();
+        let silent_until = (secret_present && cfg.keys.doppelganger_wait_secs > 0).then(|| {
+            let wait = Duration::from_secs(cfg.keys.doppelganger_wait_secs);
+            info!(target: "node", ?wait, "doppelganger protection: listening before signing (--disable-doppelganger to skip)");
+            Instant::now() + wait
+        });
         let signer = secret.map(|s| ProtectedSigner::new(s, SharedStore(store.clone())));
         let engine_cfg = EngineConfig {
             retry: Duration::from_millis(cfg.pipeline.retry_ms),
@@ -370,6 +380,7 @@ impl Node {
             max_buffered_partials: cfg.pipeline.max_buffered_partials,
             retain_settled: Duration::from_secs(cfg.pipeline.retain_settled_secs),
             submits: chain.account.is_some(),
+            detect_doppelganger: cfg.keys.doppelganger_wait_secs > 0 && secret_present,
             ..EngineConfig::default()
         };
         let mut engine = Engine::new(engine_cfg, domain, my_key, metrics.clone());
@@ -384,6 +395,8 @@ impl Node {
             store,
             chain,
             anchors,
+            silent_until,
+            held_signs: Vec::new(),
             balance,
             engine,
             swarm,
@@ -545,6 +558,14 @@ impl Node {
                 }
             }
             self.drive();
+            if let Some((deal, epoch, index)) = self.engine.doppelganger() {
+                self.shared.metrics.doppelganger.set(1);
+                self.publish_status();
+                eyre::bail!(
+                    "doppelganger: resolver {index} (epoch {epoch}) signed deal {deal} and this data dir did not: \
+                     the BLS key runs in another process; stop that one (or this one) before signing again"
+                );
+            }
         }
     }
 
@@ -654,7 +675,11 @@ impl Node {
             }
             Action::Sign { deal_id, escrow, commitment, epoch, index } => {
                 let domain = self.chain.for_escrow(escrow).domain();
-                self.sign(&domain, deal_id, commitment, epoch, index, now);
+                if self.silent_until.is_some_and(|t| now < t) {
+                    self.held_signs.push((domain, deal_id, commitment, epoch, index));
+                } else {
+                    self.sign(&domain, deal_id, commitment, epoch, index, now);
+                }
             }
             Action::Publish(gossip) => self.publish(gossip),
             Action::Report { origin, topic, acceptance } => self.report(&origin, topic, acceptance),
@@ -748,6 +773,9 @@ impl Node {
                 commitment.outcome = flip(commitment.outcome);
             }
             _ => {}
+        }
+        if self.engine.doppelganger().is_some() {
+            return;
         }
         let Some(signer) = self.signer.as_mut() else { return };
         let signature = match signer.sign(domain, &commitment) {
@@ -982,6 +1010,16 @@ impl Node {
 
     fn on_tick(&mut self) {
         let now = Instant::now();
+        if self.silent_until.is_some_and(|t| now >= t) {
+            self.silent_until = None;
+            if self.engine.doppelganger().is_none() {
+                info!(target: "node", held = self.held_signs.len(), "doppelganger wait over: no other instance of this key seen; signing");
+                for (domain, deal, commitment, epoch, index) in std::mem::take(&mut self.held_signs)
+                {
+                    self.sign(&domain, deal, commitment, epoch, index, now);
+                }
+            }
+        }
         self.engine.on_tick(now);
         if self.swarm.connected_peers().next().is_some() {
             for g in std::mem::take(&mut self.outbox) {

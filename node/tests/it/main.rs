@@ -3,6 +3,7 @@
 mod api;
 mod bench;
 mod chaos;
+mod doppelganger;
 mod cli;
 mod escrows;
 mod fees;
