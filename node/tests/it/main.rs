@@ -3,8 +3,8 @@
 mod api;
 mod bench;
 mod chaos;
-mod doppelganger;
 mod cli;
+mod doppelganger;
 mod escrows;
 mod fees;
 mod finality;
