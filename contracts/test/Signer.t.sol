@@ -9,7 +9,8 @@ contract SignerTest is Vectors {
     function testSecretsMatchVectorPublicKeys() public view {
         string memory ev = _read("consensus/vectors/escrow.json");
         for (uint256 i; i < 8; ++i) {
-            bytes memory pk = vm.parseJsonBytes(ev, string.concat(_at(".resolvers", i), ".publicKey"));
+            bytes memory pk =
+                vm.parseJsonBytes(ev, string.concat(_at(".resolvers", i), ".publicKey"));
             require(keccak256(Signer.publicKey(Signer.secret(i))) == keccak256(pk), "public key");
         }
     }

@@ -11,7 +11,8 @@ import {BLS} from "../../src/libraries/BLS.sol";
 ///         changed with the Terms layout, and use the vector's own bytes when it did not.
 library Signer {
     /// @dev BLS12-381 subgroup order.
-    uint256 internal constant R = 0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001;
+    uint256 internal constant R =
+        0x73eda753299d7d483339d80809a1d80553bda402fffe5bfeffffffff00000001;
     address internal constant G1MSM = address(0x0c);
     address internal constant G2MSM = address(0x0e);
 
