@@ -33,6 +33,7 @@ abstract contract EscrowGasBase is EscrowBase {
         require(vm.parseJsonUint(gv, string.concat(c, ".n")) == _n(), "case order");
         // The full and the 10 % case share the deal: dispute it once per test.
         _dispute(gv, c);
+        _rekey(gv, _at(".cases", _firstCase() + 1));
         address[] memory signers = new address[](_n());
         for (uint256 i; i < _n(); ++i) {
             signers[i] = vm.addr(i + 1);
@@ -50,7 +51,8 @@ abstract contract EscrowGasBase is EscrowBase {
         string memory c = _at(".cases", _firstCase() + offset);
         VerdictCommitment memory commitment = _commitment(gv, c);
         uint256[] memory non = vm.parseJsonUintArray(gv, string.concat(c, ".nonSigners"));
-        bytes memory sig = vm.parseJsonBytes(gv, string.concat(c, ".signature"));
+        bytes memory sig =
+            _signed(gv, string.concat(c, ".signature"), commitment, _allBut(_n(), non));
         escrow.resolve(commitment, non, sig);
         uint256 used = vm.snapshotGasLastCall(
             "EscrowGas",
@@ -58,6 +60,17 @@ abstract contract EscrowGasBase is EscrowBase {
         );
         require(_owed(SELLER) > 0, "paid");
         require(used <= _resolveBudget(non.length), "resolve over budget");
+    }
+
+    /// @dev `[0, n)` without the ascending `non`.
+    function _allBut(uint256 n, uint256[] memory non) internal pure returns (uint256[] memory s) {
+        s = new uint256[](n - non.length);
+        uint256 j;
+        uint256 k;
+        for (uint256 i; i < n; ++i) {
+            if (j < non.length && non[j] == i) ++j;
+            else s[k++] = i;
+        }
     }
 
     function testGasResolveFull() public {

@@ -74,7 +74,7 @@ contract EscrowHandler is Vectors {
         (escrow_, registry_, token_, buyer_, seller_, unbonding_);
         for (uint256 k; k < DEALS; ++k) {
             string memory d = _at(".deals", k);
-            dealIds[k] = vm.parseJsonBytes32(ev, string.concat(d, ".dealId"));
+            dealIds[k] = _rekey(ev, d);
             deliveryHashes[k] = vm.parseJsonBytes32(ev, string.concat(d, ".deliveryHash"));
             terms[k] = _terms(ev, d);
             for (uint256 o; o < 2; ++o) {
@@ -82,9 +82,7 @@ contract EscrowHandler is Vectors {
                 commitments[k][o] = _commitment(ev, s);
                 for (uint256 i; i < RESOLVERS; ++i) {
                     if ((o == 0 && i <= 5) || (o == 1 && i >= 2)) {
-                        partials[k][o][i] = vm.parseJsonBytes(
-                            ev, string.concat(s, ".partials[", vm.toString(i), "]")
-                        );
+                        partials[k][o][i] = _partial(ev, s, i);
                     }
                 }
             }
