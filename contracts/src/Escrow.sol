@@ -584,7 +584,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         uint256 challengeBond = d.challengeBond;
         if (challengeBond > 0) {
             extra = challengeBond;
-            emit ChallengeBondSettled(dealId, paidTo, challengeBond, how != Settlement.Released);
+            emit ChallengeBondSettled(dealId, paidTo, challengeBond);
         }
         if (how == Settlement.TimedOut) {
             uint256 fee = d.resolverFee;
@@ -609,29 +609,38 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         uint256 fee = d.resolverFee;
         if (fee == 0) return;
         IERC20 token = d.token;
-        uint256 refund = registry.gasRefundCap(token);
-        if (refund > fee) refund = fee;
-        uint256 pool = fee - refund;
+        uint256 epoch = d.epoch;
+        uint256 toSigners;
+        uint256 acc;
+        {
+            uint256 cap = registry.gasRefundCap(token);
+            uint256 pool = cap < fee ? fee - cap : 0;
+            (toSigners, acc) = _accrue(token, epoch, pool, signedStake, nonSigners);
+        }
+        emit FeeDistributed(dealId, token, epoch, msg.sender, fee - toSigners, toSigners, acc);
+        if (fee > toSigners) _credit(msg.sender, token, fee - toSigners);
+    }
+
+    /// @dev Adds `pool` over `signedStake` to the epoch's accumulator and excludes the
+    ///      non-signers. Returns the most the signers can claim of it and the new accumulator
+    ///      (0 if the pool is too small to give a unit of stake anything).
+    function _accrue(
+        IERC20 token,
+        uint256 epoch,
+        uint256 pool,
+        uint256 signedStake,
+        uint256[] calldata nonSigners
+    ) internal returns (uint256 toSigners, uint256 acc) {
         uint256 inc = pool * REWARD_PRECISION / signedStake;
-        if (inc > 0) {
-            uint256 epoch = d.epoch;
-            uint256 acc = rewardPerStake[token][epoch];
-            if (acc == 0) acc = 1;
-            acc += inc;
-            rewardPerStake[token][epoch] = acc;
-            for (uint256 i; i < nonSigners.length; ++i) {
-                _exclude(token, epoch, nonSigners[i], inc);
-            }
-            uint256 toSigners = Math.mulDiv(inc, signedStake, REWARD_PRECISION, Math.Rounding.Ceil);
-            refund += pool - toSigners;
-            emit FeeAccrued(dealId, token, epoch, toSigners, signedStake, acc);
-        } else {
-            refund = fee;
+        if (inc == 0) return (0, 0);
+        acc = rewardPerStake[token][epoch];
+        if (acc == 0) acc = 1;
+        acc += inc;
+        rewardPerStake[token][epoch] = acc;
+        for (uint256 i; i < nonSigners.length; ++i) {
+            _exclude(token, epoch, nonSigners[i], inc);
         }
-        if (refund > 0) {
-            emit GasRefundPaid(dealId, msg.sender, refund);
-            _credit(msg.sender, token, refund);
-        }
+        toSigners = Math.mulDiv(inc, signedStake, REWARD_PRECISION, Math.Rounding.Ceil);
     }
 
     /// @dev A non-signer of a certificate is not owed its increment. Virtual only so that

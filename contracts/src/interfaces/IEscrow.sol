@@ -197,27 +197,25 @@ interface IEscrowEvents {
     event Recovered(IERC20 indexed token, address indexed to, uint256 amount);
     /// @notice The buyer posted the resolver fee and the challenge bond of a disputed deal.
     event ChallengeFunded(bytes32 indexed dealId, uint256 resolverFee, uint256 challengeBond);
-    /// @notice A certificate's fee was accrued to its signers: `toSigners` split pro rata over
-    ///         `signedStake` of `epoch`; `rewardPerStake` is the epoch's new accumulator
-    ///         (scaled by `REWARD_PRECISION`, offset by 1).
-    event FeeAccrued(
+    /// @notice A certificate's resolver fee was paid out: `refund` (the capped gas refund plus
+    ///         the split's rounding remainder) credited to `submitter`, the caller of `resolve`,
+    ///         and `toSigners` accrued to the signers of `epoch` pro rata over their stake (the
+    ///         `signedStake` of the same transaction's VerdictCommitted); `rewardPerStake` is the epoch's new accumulator (scaled by `REWARD_PRECISION`,
+    ///         offset by 1). One event for both parts keeps `resolve` cheap.
+    event FeeDistributed(
         bytes32 indexed dealId,
         IERC20 indexed token,
         uint256 indexed epoch,
+        address submitter,
+        uint256 refund,
         uint256 toSigners,
-        uint256 signedStake,
         uint256 rewardPerStake
     );
-    /// @notice The submitter of `resolve` was credited its gas refund (plus the split's
-    ///         rounding remainder).
-    event GasRefundPaid(bytes32 indexed dealId, address indexed submitter, uint256 amount);
     /// @notice A timed-out dispute's resolver fee was credited back to the buyer.
     event FeeRefunded(bytes32 indexed dealId, address indexed buyer, uint256 amount);
-    /// @notice The challenge bond was credited: to the buyer (`returned`: Failed, timeout) or
-    ///         to the seller (Reproduced).
-    event ChallengeBondSettled(
-        bytes32 indexed dealId, address indexed paidTo, uint256 amount, bool returned
-    );
+    /// @notice The challenge bond was credited: back to the buyer (Failed, timeout) or to the
+    ///         seller (Reproduced).
+    event ChallengeBondSettled(bytes32 indexed dealId, address indexed paidTo, uint256 amount);
     /// @notice A resolver's operator withdrew its fee rewards in `token` to `to`.
     event RewardsClaimed(
         uint256 indexed resolver, IERC20 indexed token, address indexed to, uint256 amount
