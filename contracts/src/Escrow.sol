@@ -5,6 +5,7 @@ import {Ownable, Ownable2Step} from "@openzeppelin/contracts/access/Ownable2Step
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
+import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
 import {IERC3009} from "./interfaces/IERC3009.sol";
@@ -34,6 +35,12 @@ import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.s
 ///      curates the backend allow-list, which is checked at funding, and may sweep tokens held
 ///      beyond `liabilities`; it cannot touch funds of deals or credits. Every value-moving
 ///      function is non-reentrant and follows checks-effects-interactions.
+///      Economics (contracts/ECONOMICS.md): the buyer posts the deal's resolver fee and challenge
+///      bond at `challenge`. A certificate accrues the fee, less a capped gas refund to the
+///      submitter, to a per-(token, epoch) reward-per-stake accumulator; each non-signer gets an
+///      exclusion entry, so `resolve` is O(1) + O(non-signers), and each resolver's operator
+///      `claimRewards` in O(epochs claimed). A timeout returns fee and bond to the buyer.
+///      A slashed resolver's unclaimed rewards follow its slashed bond (`sweepSlashedRewards`).
 contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
@@ -46,6 +53,10 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     /// @notice Smallest challenge window: `deliveredAt < challenge < deliveredAt + window`
     ///         needs at least two seconds.
     uint256 public constant MIN_CHALLENGE_WINDOW = 2;
+
+    /// @notice Fixed-point scale of `rewardPerStake`.
+    uint256 public constant REWARD_PRECISION = 1e30;
+    uint256 internal constant BPS = 10_000;
 
     /// @notice The committee registry certificates are verified against.
     IResolverRegistry public immutable registry;
@@ -61,6 +72,15 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     mapping(IERC20 token => uint256) public liabilities;
     /// @notice Replay backends (id, exact version) deals may be funded against.
     mapping(bytes32 backendId => mapping(bytes32 versionHash => bool)) public backendAllowed;
+    /// @notice Fee rewards per unit of signing stake of `epoch`'s certificates in `token`,
+    ///         scaled by `REWARD_PRECISION`, plus 1 once the first fee-paying dispute of the
+    ///         epoch is challenged (0: none yet). Only ever grows.
+    mapping(IERC20 token => mapping(uint256 epoch => uint256)) public rewardPerStake;
+    /// @notice The part of `rewardPerStake[token][epoch]` a resolver is not (or no longer)
+    ///         owed: what it claimed up to, plus every increment of a certificate it did not
+    ///         sign. 0 means the base 1.
+    mapping(IERC20 token => mapping(uint256 epoch => mapping(uint256 resolver => uint256))) public
+        rewardDebt;
 
     constructor(IResolverRegistry registry_, address owner_) Ownable(owner_) {
         if (address(registry_) == address(0)) revert ZeroAddress("registry");
@@ -172,7 +192,11 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     ///         that epoch registered before the deal was funded (the registry's warm-up is at
     ///         least the deal's deliver + challenge windows). If the committee holds less than
     ///         the registry's minimum stake no verdict is possible: the deal is cancelled
-    ///         instead (buyer refunded, DA bond returned, nobody marked).
+    ///         instead (buyer refunded, DA bond returned, nobody marked) and no fee or bond is
+    ///         taken. Otherwise the buyer pays the deal's resolver fee plus its challenge bond
+    ///         (one `transferFrom`; approve their sum first). The first fee-paying challenge of
+    ///         an epoch and token also initialises that accumulator, so that `resolve` never
+    ///         pays for a fresh storage slot there.
     function challenge(bytes32 dealId) external nonReentrant {
         Deal storage d = _in(dealId, DealState.Delivered);
         if (msg.sender != d.buyer) revert NotBuyer(dealId, msg.sender);
@@ -201,12 +225,24 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
             block.timestamp,
             d.resolveDeadline
         );
+        uint256 fee = d.resolverFee;
+        uint256 bond = d.challengeBond;
+        if (fee == 0 && bond == 0) return;
+        IERC20 token = d.token;
+        if (fee > 0 && rewardPerStake[token][epoch] == 0) rewardPerStake[token][epoch] = 1;
+        emit ChallengeFunded(dealId, fee, bond);
+        liabilities[token] += fee + bond;
+        _pull(token, msg.sender, fee + bond);
     }
 
     /// @notice Settles a dispute with a quorum certificate over `commitment`: every field must
     ///         match the deal, and the committee of the deal's pinned epoch must have signed it.
     ///         Reproduced releases to the seller, Failed refunds the buyer; the DA bond returns
-    ///         to the seller either way. Callable by anyone, once, until the resolve deadline.
+    ///         to the seller either way; the challenge bond goes to the seller on Reproduced and
+    ///         back to the buyer on Failed. The resolver fee is split: `min(fee,
+    ///         registry.gasRefundCap(token))` plus the split's rounding remainder is credited to
+    ///         the caller, the rest accrues to the signers pro rata to stake (`claimRewards`).
+    ///         Callable by anyone, once, until the resolve deadline.
     function resolve(
         VerdictCommitment calldata commitment,
         uint256[] calldata nonSigners,
@@ -224,6 +260,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         );
         bool reproduced = commitment.outcome == Outcome.Reproduced;
         emit VerdictCommitted(dealId, commitment, signedStake, totalStake);
+        _accrueFee(dealId, d, signedStake, nonSigners);
         emit ReputationEvidence(
             d.seller, reproduced, dealId, commitment.traceHash, commitment.backendId
         );
@@ -231,7 +268,8 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     }
 
     /// @notice After the resolve deadline without a certificate: refunds the buyer, forfeits the
-    ///         seller's data-availability bond to them and records evidence withheld.
+    ///         seller's data-availability bond to them and records evidence withheld. The
+    ///         resolver fee and the challenge bond return to the buyer.
     function timeoutRefund(bytes32 dealId) external nonReentrant {
         Deal storage d = _in(dealId, DealState.Disputed);
         if (block.timestamp <= d.resolveDeadline) {
@@ -252,6 +290,49 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         liabilities[token] -= amount;
         emit Claimed(msg.sender, token, to, amount);
         token.safeTransfer(to, amount);
+    }
+
+    /// @notice Sends `to` the fee rewards `resolver` earned in `token` over `epochs` (any order;
+    ///         epochs it was not a member of, or holding nothing, are skipped). Only its operator
+    ///         may claim, also after it exited and withdrew its bond; a slashed resolver's rewards
+    ///         are forfeited (`sweepSlashedRewards`). Cost: O(1) + O(len(epochs)).
+    /// @return amount The amount sent.
+    function claimRewards(IERC20 token, uint256 resolver, uint256[] calldata epochs, address to)
+        external
+        nonReentrant
+        returns (uint256 amount)
+    {
+        if (to == address(0)) revert ZeroAddress("to");
+        (address operator, uint256 stake, uint256 joined, uint256 left, bool slashed) =
+            registry.rewardInfo(resolver);
+        if (msg.sender != operator) revert NotOperator(resolver, msg.sender);
+        if (slashed) revert RewardsForfeited(resolver);
+        amount = _collect(token, resolver, stake, joined, left, epochs);
+        if (amount == 0) revert NoRewards(resolver, token);
+        liabilities[token] -= amount;
+        emit RewardsClaimed(resolver, token, to, amount);
+        token.safeTransfer(to, amount);
+    }
+
+    /// @notice Forfeits a slashed resolver's unclaimed rewards in `token` over `epochs` the way
+    ///         the registry split its bond: its whistleblower share to the whistleblower, the
+    ///         rest to the slash sink, both credited here (`claim`). Permissionless.
+    /// @return amount The amount forfeited.
+    function sweepSlashedRewards(IERC20 token, uint256 resolver, uint256[] calldata epochs)
+        external
+        nonReentrant
+        returns (uint256 amount)
+    {
+        (, uint256 stake, uint256 joined, uint256 left, bool slashed) =
+            registry.rewardInfo(resolver);
+        if (!slashed) revert NotSlashed(resolver);
+        amount = _collect(token, resolver, stake, joined, left, epochs);
+        if (amount == 0) revert NoRewards(resolver, token);
+        (address whistleblower, uint256 shareBps, address sink) = registry.slashRecipients(resolver);
+        uint256 share = amount * shareBps / BPS;
+        emit RewardsSlashed(resolver, token, whistleblower, share, sink, amount - share);
+        if (share > 0) _credit(whistleblower, token, share);
+        if (amount > share) _credit(sink, token, amount - share);
     }
 
     // ------------------------------------------------------------------ admin
@@ -293,6 +374,21 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         return VerdictHash.domainSeparator(NAME, VERSION, block.chainid, address(this));
     }
 
+    /// @notice The rewards in `token` `resolver` may claim for `epoch` now (what `claimRewards`
+    ///         pays for it; for a slashed resolver, what `sweepSlashedRewards` forfeits).
+    function pendingRewards(IERC20 token, uint256 resolver, uint256 epoch)
+        external
+        view
+        returns (uint256)
+    {
+        (, uint256 stake, uint256 joined, uint256 left,) = registry.rewardInfo(resolver);
+        if (!_isMember(epoch, joined, left)) return 0;
+        uint256 acc = rewardPerStake[token][epoch];
+        uint256 debt = _debt(token, epoch, resolver);
+        if (acc <= debt) return 0;
+        return Math.mulDiv(stake, acc - debt, REWARD_PRECISION);
+    }
+
     /// @notice The digest resolvers sign for `commitment`.
     function verdictDigest(VerdictCommitment calldata commitment) external view returns (bytes32) {
         return VerdictHash.digest(domainSeparator(), commitment);
@@ -318,6 +414,8 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         }
         if (t.resolveWindow == 0) revert ZeroWindow("resolve");
         _checkAgainstRegistry(t);
+        uint256 minFee = registry.minResolverFee(t.token);
+        if (t.resolverFee < minFee) revert FeeBelowMinimum(t.token, t.resolverFee, minFee);
         if (!backendAllowed[t.backendId][t.backendVersionHash]) {
             revert BackendNotAllowed(t.backendId, t.backendVersionHash);
         }
@@ -339,6 +437,8 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         d.resolveWindow = t.resolveWindow;
         d.amount = t.amount.toUint128();
         d.sellerBond = t.sellerBond.toUint128();
+        d.resolverFee = t.resolverFee.toUint128();
+        d.challengeBond = t.challengeBond.toUint128();
         d.specHash = t.specHash;
         d.prestateAnchorHash = t.prestateAnchorHash;
         d.prestateRoot = t.prestateRoot;
@@ -452,7 +552,9 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
 
     /// @dev The only way a deal's funds become withdrawable: marks the deal resolved and credits
     ///      the parties; nothing is transferred, so it cannot revert on a recipient. Virtual
-    ///      only so that test/mutants can break it (same bytecode as non-virtual).
+    ///      only so that test/mutants can break it (same bytecode as non-virtual). A disputed
+    ///      deal's challenge bond goes with the amount (seller on Released, buyer otherwise);
+    ///      a timeout also returns the resolver fee to the buyer (`resolve` accrued it before).
     function _settle(bytes32 dealId, Deal storage d, Settlement how) internal virtual {
         bool delivered = d.deliveredAt != 0;
         uint256 bond = delivered ? d.sellerBond : 0;
@@ -464,11 +566,117 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         d.settledAt = block.timestamp.toUint64();
         emit Settled(dealId, how, paidTo, amount, bondPaidTo, bond, block.timestamp);
         IERC20 token = d.token;
-        if (paidTo == bondPaidTo) {
-            _credit(paidTo, token, amount + bond);
-        } else {
-            _credit(paidTo, token, amount);
-            if (bond > 0) _credit(bondPaidTo, token, bond);
+        uint256 toPaid = amount;
+        uint256 toOther;
+        if (paidTo == bondPaidTo) toPaid += bond;
+        else toOther = bond;
+        if (d.challengedAt != 0) toPaid += _disputeFunds(dealId, d, paidTo, how);
+        _credit(paidTo, token, toPaid);
+        if (toOther > 0) _credit(bondPaidTo, token, toOther);
+    }
+
+    /// @dev What a disputed deal's settlement adds to `paidTo`'s credit: the challenge bond, and
+    ///      on a timeout the resolver fee (the buyer is `paidTo` then).
+    function _disputeFunds(bytes32 dealId, Deal storage d, address paidTo, Settlement how)
+        internal
+        returns (uint256 extra)
+    {
+        uint256 challengeBond = d.challengeBond;
+        if (challengeBond > 0) {
+            extra = challengeBond;
+            emit ChallengeBondSettled(dealId, paidTo, challengeBond);
+        }
+        if (how == Settlement.TimedOut) {
+            uint256 fee = d.resolverFee;
+            if (fee > 0) {
+                extra += fee;
+                emit FeeRefunded(dealId, paidTo, fee);
+            }
+        }
+    }
+
+    /// @dev Splits a certified dispute's resolver fee: `refund = min(fee, gasRefundCap)` to the
+    ///      caller; `pool = fee - refund` over the signing stake S as `inc = pool * P / S` per
+    ///      unit of stake, added to the epoch's accumulator and to each non-signer's exclusion
+    ///      entry. The signers are owed at most `ceil(inc * S / P) <= pool`; the rest of the
+    ///      pool (rounding) also goes to the caller, so nothing is left unassigned.
+    function _accrueFee(
+        bytes32 dealId,
+        Deal storage d,
+        uint256 signedStake,
+        uint256[] calldata nonSigners
+    ) internal {
+        uint256 fee = d.resolverFee;
+        if (fee == 0) return;
+        IERC20 token = d.token;
+        uint256 epoch = d.epoch;
+        uint256 toSigners;
+        uint256 acc;
+        {
+            uint256 cap = registry.gasRefundCap(token);
+            uint256 pool = cap < fee ? fee - cap : 0;
+            (toSigners, acc) = _accrue(token, epoch, pool, signedStake, nonSigners);
+        }
+        emit FeeDistributed(dealId, token, epoch, msg.sender, fee - toSigners, toSigners, acc);
+        if (fee > toSigners) _credit(msg.sender, token, fee - toSigners);
+    }
+
+    /// @dev Adds `pool` over `signedStake` to the epoch's accumulator and excludes the
+    ///      non-signers. Returns the most the signers can claim of it and the new accumulator
+    ///      (0 if the pool is too small to give a unit of stake anything).
+    function _accrue(
+        IERC20 token,
+        uint256 epoch,
+        uint256 pool,
+        uint256 signedStake,
+        uint256[] calldata nonSigners
+    ) internal returns (uint256 toSigners, uint256 acc) {
+        uint256 inc = pool * REWARD_PRECISION / signedStake;
+        if (inc == 0) return (0, 0);
+        acc = rewardPerStake[token][epoch];
+        if (acc == 0) acc = 1;
+        acc += inc;
+        rewardPerStake[token][epoch] = acc;
+        for (uint256 i; i < nonSigners.length; ++i) {
+            _exclude(token, epoch, nonSigners[i], inc);
+        }
+        toSigners = Math.mulDiv(inc, signedStake, REWARD_PRECISION, Math.Rounding.Ceil);
+    }
+
+    /// @dev A non-signer of a certificate is not owed its increment. Virtual only so that
+    ///      test/mutants can break it.
+    function _exclude(IERC20 token, uint256 epoch, uint256 resolver, uint256 inc) internal virtual {
+        rewardDebt[token][epoch][resolver] = _debt(token, epoch, resolver) + inc;
+    }
+
+    function _debt(IERC20 token, uint256 epoch, uint256 resolver) internal view returns (uint256) {
+        uint256 debt = rewardDebt[token][epoch][resolver];
+        return debt == 0 ? 1 : debt;
+    }
+
+    function _isMember(uint256 epoch, uint256 joined, uint256 left) internal pure returns (bool) {
+        return joined != 0 && joined <= epoch && (left == 0 || epoch < left);
+    }
+
+    /// @dev Settles `resolver`'s rewards over `epochs`: sets each debt to the accumulator and
+    ///      returns `sum(floor(stake * (acc - debt) / P))`. Each floor leaves under 1 wei of the
+    ///      signers' share in `liabilities` (the tracked rounding remainder, see ECONOMICS.md).
+    function _collect(
+        IERC20 token,
+        uint256 resolver,
+        uint256 stake,
+        uint256 joined,
+        uint256 left,
+        uint256[] calldata epochs
+    ) internal returns (uint256 amount) {
+        for (uint256 i; i < epochs.length; ++i) {
+            uint256 epoch = epochs[i];
+            if (!_isMember(epoch, joined, left)) continue;
+            uint256 acc = rewardPerStake[token][epoch];
+            uint256 debt = _debt(token, epoch, resolver);
+            if (acc <= debt) continue;
+            rewardDebt[token][epoch][resolver] = acc;
+            amount += Math.mulDiv(stake, acc - debt, REWARD_PRECISION);
         }
     }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
+import {Ownable, Ownable2Step} from "@openzeppelin/contracts/access/Ownable2Step.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
@@ -33,12 +34,16 @@ import {VerdictHash} from "./libraries/VerdictHash.sol";
 ///      one epoch change, and credits the proceeds (`claimable`, withdrawn with `claim`):
 ///      `whistleblowerBps` to the submitter unless the submitter is itself an equivocator or a
 ///      slashed resolver, the rest to `slashSink` (set at deployment; use a burn address to
-///      burn). There is no owner: nothing can take bonds or change an epoch after it started.
+///      burn). The owner (the deployer, Ownable2Step) only sets the network's economic
+///      parameters escrows and nodes read: the minimum resolver fee and the gas-refund cap per
+///      payment token, and the commit-reveal setting. It cannot take bonds, slash, or change
+///      an epoch after it started.
 contract ResolverRegistry is
     IResolverRegistry,
     IResolverRegistryErrors,
     IResolverRegistryEvents,
-    ReentrancyGuard
+    ReentrancyGuard,
+    Ownable2Step
 {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
@@ -119,12 +124,20 @@ contract ResolverRegistry is
     /// @notice Whether a resolver was slashed for a deal of a verdict domain.
     mapping(bytes32 domainSeparator => mapping(bytes32 dealId => mapping(uint256 => bool))) public
         slashedFor;
+    /// @inheritdoc IResolverRegistry
+    mapping(IERC20 token => uint256) public minResolverFee;
+    /// @inheritdoc IResolverRegistry
+    mapping(IERC20 token => uint256) public gasRefundCap;
+    /// @inheritdoc IResolverRegistry
+    uint32 public commitRevealMs;
+    /// @notice The whistleblower credited for slashing a resolver (zero if none was).
+    mapping(uint256 resolver => address) public slashedBy;
 
     /// @dev Rejects parameters under which the registry's guarantees fail: a threshold of at
     ///      most half (two disjoint quorums), an unbonding delay that ends before a dispute's
     ///      slashing window, a zero warm-up (last-moment stake) or one so long that deal
     ///      deadlines overflow, and a minimum committee smaller than one bond.
-    constructor(RegistryParameters memory p) {
+    constructor(RegistryParameters memory p) Ownable(msg.sender) {
         if (address(p.bondToken) == address(0)) revert InvalidParameters("bond token");
         if (p.minimumBond == 0) revert InvalidParameters("minimum bond");
         // More than half (two quorums always overlap), at most all, and small enough that
@@ -288,6 +301,55 @@ contract ResolverRegistry is
         claimable[msg.sender] = 0;
         emit Claimed(msg.sender, to, amount);
         bondToken.safeTransfer(to, amount);
+    }
+
+    // ------------------------------------------------------------------ parameters
+
+    /// @notice Sets the smallest resolver fee escrows accept for deals in `token`.
+    function setMinResolverFee(IERC20 token, uint256 minimum) external onlyOwner {
+        minResolverFee[token] = minimum;
+        emit MinResolverFeeSet(token, minimum);
+    }
+
+    /// @notice Sets the most of a resolver fee in `token` credited to `resolve`'s submitter.
+    function setGasRefundCap(IERC20 token, uint256 cap) external onlyOwner {
+        gasRefundCap[token] = cap;
+        emit GasRefundCapSet(token, cap);
+    }
+
+    /// @notice Sets the network's commit-reveal setting: 0 = off, otherwise the commit phase's
+    ///         timeout in milliseconds. Only stored here; the nodes implement it off-chain.
+    function setCommitRevealMs(uint32 commitPhaseMs) external onlyOwner {
+        commitRevealMs = commitPhaseMs;
+        emit CommitRevealSet(commitPhaseMs);
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function rewardInfo(uint256 resolver)
+        external
+        view
+        returns (
+            address operator,
+            uint256 stake,
+            uint256 joinedEpoch,
+            uint256 leftEpoch,
+            bool slashed
+        )
+    {
+        Resolver storage r = _resolvers[resolver];
+        Membership storage m = _memberships[resolver];
+        return (r.operator, m.stake, m.joinedEpoch, m.leftEpoch, r.slashed);
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function slashRecipients(uint256 resolver)
+        external
+        view
+        returns (address whistleblower, uint256 shareBps, address sink)
+    {
+        whistleblower = slashedBy[resolver];
+        shareBps = whistleblower == address(0) ? 0 : whistleblowerBps;
+        sink = slashSink;
     }
 
     // ------------------------------------------------------------------ certificates
@@ -544,6 +606,7 @@ contract ResolverRegistry is
             t.leaving[t.nLeaving++] = index;
             t.stakeLeaving += m.stake;
         }
+        if (t.rewarded) slashedBy[index] = msg.sender;
         uint256 reward = t.rewarded ? amount * whistleblowerBps / BPS : 0;
         t.rewards += reward;
         t.toSink += amount - reward;

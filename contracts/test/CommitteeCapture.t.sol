@@ -21,6 +21,7 @@ contract CommitteeCaptureTest is EscrowBase {
     function setUp() public {
         ev = _read("consensus/vectors/escrow.json");
         _deploySystem();
+        _rekeyAll(ev, ".deals");
         _registerResolvers(ev, 4); // honest stake 4,000 in epoch 4
     }
 
@@ -38,12 +39,7 @@ contract CommitteeCaptureTest is EscrowBase {
         returns (bytes memory sig)
     {
         for (uint256 i; i < signers.length; ++i) {
-            sig = _addG2(
-                sig,
-                vm.parseJsonBytes(
-                    ev, string.concat(side, ".partials[", vm.toString(signers[i]), "]")
-                )
-            );
+            sig = _addG2(sig, _partial(ev, side, signers[i]));
         }
     }
 
@@ -71,7 +67,7 @@ contract CommitteeCaptureTest is EscrowBase {
         VerdictCommitment memory failed = _commitment(ev, ".deals[0].failed");
         uint256[] memory honest = new uint256[](4);
         (honest[0], honest[1], honest[2], honest[3]) = (0, 1, 2, 3);
-        bytes memory lone = vm.parseJsonBytes(ev, ".deals[0].failed.partials[7]");
+        bytes memory lone = _partial(ev, ".deals[0].failed", 7);
         // Before the fix: 8,003 / 12,003 >= 2/3 and the refund went through.
         vm.expectRevert(
             abi.encodeWithSelector(
@@ -139,9 +135,7 @@ contract CommitteeCaptureTest is EscrowBase {
         uint256[] memory honest = new uint256[](4);
         (honest[0], honest[1], honest[2], honest[3]) = (0, 1, 2, 3);
         escrow.resolve(
-            _commitment(ev, ".deals[0].failed"),
-            honest,
-            vm.parseJsonBytes(ev, ".deals[0].failed.partials[7]")
+            _commitment(ev, ".deals[0].failed"), honest, _partial(ev, ".deals[0].failed", 7)
         );
         require(escrow.deal(id).settlement == Settlement.Refunded, "2/3 of the stake decides");
     }

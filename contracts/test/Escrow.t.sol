@@ -30,6 +30,7 @@ contract EscrowTest is EscrowBase {
         ev = _read("consensus/vectors/escrow.json");
         _deploySystem();
         _registerResolvers(ev, 8);
+        _rekeyAll(ev, ".deals");
     }
 
     function _deal(uint256 k) internal pure returns (string memory) {
@@ -48,7 +49,7 @@ contract EscrowTest is EscrowBase {
         string memory s = _side(k, reproduced);
         c = _commitment(ev, s);
         nonSigners = vm.parseJsonUintArray(ev, string.concat(s, ".quorum.nonSigners"));
-        sig = vm.parseJsonBytes(ev, string.concat(s, ".quorum.signature"));
+        sig = _quorumSignature(ev, s);
     }
 
     function _evidence(uint256 k, bool reproduced) internal view returns (Evidence memory e) {
@@ -56,7 +57,7 @@ contract EscrowTest is EscrowBase {
         e.commitment = _commitment(ev, s);
         e.epoch = 8;
         e.signers = vm.parseJsonUintArray(ev, string.concat(s, ".quorum.signers"));
-        e.signature = vm.parseJsonBytes(ev, string.concat(s, ".quorum.signature"));
+        e.signature = _quorumSignature(ev, s);
     }
 
     function _selector(bytes memory reason) internal pure returns (bytes4 s) {
@@ -66,7 +67,7 @@ contract EscrowTest is EscrowBase {
 
     // ------------------------------------------------------------------ vectors agree
 
-    function testVectorsMatchDeployment() public view {
+    function testVectorsMatchDeployment() public {
         require(escrow.domainSeparator() == vm.parseJsonBytes32(ev, ".domainSeparator"), "domain");
         require(vm.parseJsonUint(ev, ".chainId") == block.chainid, "chain id");
         require(vm.parseJsonAddress(ev, ".escrow") == address(escrow), "escrow address");
@@ -74,16 +75,14 @@ contract EscrowTest is EscrowBase {
             for (uint256 o; o < 2; ++o) {
                 string memory s = _side(k, o == 0);
                 require(
-                    escrow.verdictDigest(_commitment(ev, s))
+                    escrow.verdictDigest(_vectorCommitment(ev, s))
                         == vm.parseJsonBytes32(ev, string.concat(s, ".digest")),
                     "digest"
                 );
             }
-            require(
-                escrow.dealIdOf(BUYER, _terms(ev, _deal(k)))
-                    == vm.parseJsonBytes32(ev, string.concat(_deal(k), ".dealId")),
-                "deal id"
-            );
+            // The vector's id is the current layout's (a regenerated file) or, for a file
+            // that predates the fee fields, the old layout's (checked by `_rekey`).
+            require(escrow.dealIdOf(BUYER, _terms(ev, _deal(k))) == _rekey(ev, _deal(k)), "deal id");
         }
     }
 
@@ -285,22 +284,26 @@ contract EscrowTest is EscrowBase {
     ///         bond (verified: 400 of 4,000 here).
     function testEquivocatorGetsNoWhistleblowerShare() public {
         bytes32 ds = escrow.domainSeparator();
+        // Evidence first: re-signing calls precompiles, which would take the prank.
+        (Evidence memory a0, Evidence memory b0) = (_evidence(0, true), _evidence(0, false));
+        (Evidence memory a1, Evidence memory b1) = (_evidence(1, true), _evidence(1, false));
         vm.prank(_operator(2)); // 2 signed both sides
-        require(registry.slashEquivocation(ds, _evidence(0, true), _evidence(0, false)) == 4, "4");
+        require(registry.slashEquivocation(ds, a0, b0) == 4, "4");
         require(registry.claimable(_operator(2)) == 0, "no share for an equivocator");
         require(registry.claimable(SINK) == 4 * BOND, "all to the sink");
         // A slashed resolver reporting later evidence would not be rewarded either; here
         // nobody is left to slash for deal 1 (2..5 were slashed above).
         vm.prank(_operator(2));
         vm.expectRevert(IResolverRegistryErrors.NoEquivocator.selector);
-        registry.slashEquivocation(ds, _evidence(1, true), _evidence(1, false));
+        registry.slashEquivocation(ds, a1, b1);
     }
 
     /// @notice An honest resolver reporting is rewarded like anyone else.
     function testHonestResolverMayReport() public {
         bytes32 ds = escrow.domainSeparator();
+        (Evidence memory a, Evidence memory b) = (_evidence(0, true), _evidence(0, false));
         vm.prank(_operator(0));
-        registry.slashEquivocation(ds, _evidence(0, true), _evidence(0, false));
+        registry.slashEquivocation(ds, a, b);
         require(registry.claimable(_operator(0)) == 4 * BOND / 10, "share");
     }
 
@@ -319,10 +322,10 @@ contract EscrowTest is EscrowBase {
         );
         registry.slashEquivocation(ds, a, other);
         // Under another domain the signatures do not verify.
-        vm.expectRevert(IResolverRegistryErrors.InvalidSignature.selector);
-        registry.slashEquivocation(bytes32(uint256(ds) ^ 1), a, _evidence(0, false));
-        // An honest resolver added to a signer set it never signed breaks the aggregate.
         Evidence memory b = _evidence(0, false);
+        vm.expectRevert(IResolverRegistryErrors.InvalidSignature.selector);
+        registry.slashEquivocation(bytes32(uint256(ds) ^ 1), a, b);
+        // An honest resolver added to a signer set it never signed breaks the aggregate.
         uint256[] memory withZero = new uint256[](b.signers.length + 1);
         for (uint256 i; i < b.signers.length; ++i) {
             withZero[i + 1] = b.signers[i];
@@ -378,10 +381,7 @@ contract EscrowTest is EscrowBase {
         for (uint256 i; i < 8; ++i) {
             if (mask & (1 << i) != 0 && canSign[i]) {
                 signers[n++] = i;
-                sig = _addG2(
-                    sig,
-                    vm.parseJsonBytes(ev, string.concat(side, ".partials[", vm.toString(i), "]"))
-                );
+                sig = _addG2(sig, _partial(ev, side, i));
             }
         }
     }

@@ -16,13 +16,12 @@ contract HardeningTest is EscrowBase {
     function setUp() public {
         ev = _read("consensus/vectors/escrow.json");
         _deploySystem();
+        _rekeyAll(ev, ".deals");
     }
 
     function _partials(string memory side, uint256 n) internal view returns (bytes memory sig) {
         for (uint256 i; i < n; ++i) {
-            sig = _addG2(
-                sig, vm.parseJsonBytes(ev, string.concat(side, ".partials[", vm.toString(i), "]"))
-            );
+            sig = _addG2(sig, _partial(ev, side, i));
         }
     }
 
@@ -70,7 +69,7 @@ contract HardeningTest is EscrowBase {
         _registerResolvers(ev, 8);
         VerdictCommitment memory c = _commitment(ev, ".deals[0].reproduced");
         uint256[] memory non = vm.parseJsonUintArray(ev, ".deals[0].reproduced.quorum.nonSigners");
-        bytes memory sig = vm.parseJsonBytes(ev, ".deals[0].reproduced.quorum.signature");
+        bytes memory sig = _quorumSignature(ev, ".deals[0].reproduced");
         bytes32 digest = escrow.verdictDigest(c);
         vm.prank(_operator(0));
         registry.requestExit(); // epoch 8 ends now

@@ -18,6 +18,7 @@ contract PullPaymentsTest is EscrowBase {
     function setUp() public {
         ev = _read("consensus/vectors/escrow.json");
         _deploySystem();
+        _rekeyAll(ev, ".deals");
         // The vector deal ids commit to the token address: the hook token lives there.
         vm.etch(TOKEN, address(new HookToken()).code);
         hook = HookToken(TOKEN);
@@ -32,7 +33,7 @@ contract PullPaymentsTest is EscrowBase {
         string memory s = string.concat(_at(".deals", k), ".failed");
         c = _commitment(ev, s);
         non = vm.parseJsonUintArray(ev, string.concat(s, ".quorum.nonSigners"));
-        sig = vm.parseJsonBytes(ev, string.concat(s, ".quorum.signature"));
+        sig = _quorumSignature(ev, s);
     }
 
     function testRefundSettlesWhateverTheBuyerDoes() public {
@@ -75,7 +76,7 @@ contract PullPaymentsTest is EscrowBase {
         escrow.resolve(
             _commitment(ev, s),
             vm.parseJsonUintArray(ev, string.concat(s, ".quorum.nonSigners")),
-            vm.parseJsonBytes(ev, string.concat(s, ".quorum.signature"))
+            _quorumSignature(ev, s)
         );
         vm.startPrank(SELLER);
         escrow.claim(IERC20(TOKEN), SELLER);

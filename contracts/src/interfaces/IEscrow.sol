@@ -30,7 +30,8 @@ enum Settlement {
 }
 
 /// @notice Terms a buyer funds. `dealId = keccak256(abi.encode(chainid, escrow, buyer, terms))`,
-///         which also serves as the EIP-3009 nonce, so a relayer cannot alter any term.
+///         which also serves as the EIP-3009 nonce, so a relayer cannot alter any term (the
+///         resolver fee and the challenge bond included).
 struct Terms {
     address seller;
     IERC20 token;
@@ -42,6 +43,13 @@ struct Terms {
     bytes32 backendVersionHash;
     /// @dev Seller data-availability bond, locked at delivery, forfeited only on timeout.
     uint256 sellerBond;
+    /// @dev Paid by the buyer at `challenge`; on a certificate split among its signers by stake
+    ///      (less the submitter's gas refund), on a timeout returned to the buyer. At least the
+    ///      registry's `minResolverFee(token)`.
+    uint256 resolverFee;
+    /// @dev Anti-griefing bond the buyer posts at `challenge`: returned on Failed and on a
+    ///      timeout, paid to the seller on Reproduced.
+    uint256 challengeBond;
     uint64 deliverWindow;
     uint64 challengeWindow;
     uint64 resolveWindow;
@@ -77,6 +85,9 @@ struct Deal {
     uint64 settledAt;
     uint128 amount;
     uint128 sellerBond;
+    /// @dev Terms.resolverFee and Terms.challengeBond (posted at `challenge`).
+    uint128 resolverFee;
+    uint128 challengeBond;
     /// @dev keccak256 of the six deal fields a verdict commitment must repeat (set at delivery).
     bytes32 verdictFieldsHash;
     bytes32 specHash;
@@ -109,6 +120,11 @@ interface IEscrowErrors {
     error WindowTooShort(string which, uint256 minimum);
     error PublicationRequired();
     error NothingToRecover(IERC20 token);
+    error FeeBelowMinimum(IERC20 token, uint256 fee, uint256 minimum);
+    error NotOperator(uint256 resolver, address who);
+    error RewardsForfeited(uint256 resolver);
+    error NotSlashed(uint256 resolver);
+    error NoRewards(uint256 resolver, IERC20 token);
 }
 
 /// @notice Events of the Escrow.
@@ -179,5 +195,40 @@ interface IEscrowEvents {
     );
     /// @notice The owner swept tokens sent to the escrow outside any deal.
     event Recovered(IERC20 indexed token, address indexed to, uint256 amount);
+    /// @notice The buyer posted the resolver fee and the challenge bond of a disputed deal.
+    event ChallengeFunded(bytes32 indexed dealId, uint256 resolverFee, uint256 challengeBond);
+    /// @notice A certificate's resolver fee was paid out: `refund` (the capped gas refund plus
+    ///         the split's rounding remainder) credited to `submitter`, the caller of `resolve`,
+    ///         and `toSigners` accrued to the signers of `epoch` pro rata over their stake (the
+    ///         `signedStake` of the same transaction's VerdictCommitted); `rewardPerStake` is the epoch's new accumulator (scaled by `REWARD_PRECISION`,
+    ///         offset by 1). One event for both parts keeps `resolve` cheap.
+    event FeeDistributed(
+        bytes32 indexed dealId,
+        IERC20 indexed token,
+        uint256 indexed epoch,
+        address submitter,
+        uint256 refund,
+        uint256 toSigners,
+        uint256 rewardPerStake
+    );
+    /// @notice A timed-out dispute's resolver fee was credited back to the buyer.
+    event FeeRefunded(bytes32 indexed dealId, address indexed buyer, uint256 amount);
+    /// @notice The challenge bond was credited: back to the buyer (Failed, timeout) or to the
+    ///         seller (Reproduced).
+    event ChallengeBondSettled(bytes32 indexed dealId, address indexed paidTo, uint256 amount);
+    /// @notice A resolver's operator withdrew its fee rewards in `token` to `to`.
+    event RewardsClaimed(
+        uint256 indexed resolver, IERC20 indexed token, address indexed to, uint256 amount
+    );
+    /// @notice A slashed resolver's unclaimed rewards were credited like its slashed bond:
+    ///         the registry's whistleblower share to `whistleblower`, the rest to `sink`.
+    event RewardsSlashed(
+        uint256 indexed resolver,
+        IERC20 indexed token,
+        address indexed whistleblower,
+        uint256 toWhistleblower,
+        address sink,
+        uint256 toSink
+    );
     event BackendAllowed(bytes32 indexed backendId, bytes32 indexed versionHash, bool allowed);
 }

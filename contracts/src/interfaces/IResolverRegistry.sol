@@ -82,6 +82,13 @@ interface IResolverRegistryEvents {
         uint256 reward,
         uint256 toSink
     );
+    /// @notice The owner set the smallest resolver fee escrows accept in `token`.
+    event MinResolverFeeSet(IERC20 indexed token, uint256 minimum);
+    /// @notice The owner set the most of a fee in `token` paid to `resolve`'s submitter.
+    event GasRefundCapSet(IERC20 indexed token, uint256 cap);
+    /// @notice The owner set the network's commit-reveal setting (0 = off, else the commit
+    ///         phase's timeout in milliseconds).
+    event CommitRevealSet(uint32 commitPhaseMs);
 }
 
 /// @notice An aggregate signature over one commitment by an explicit signer set.
@@ -126,4 +133,38 @@ interface IResolverRegistry {
         uint256[] calldata nonSigners,
         bytes calldata signature
     ) external view returns (uint256 signedStake, uint256 totalStake);
+
+    /// @notice The smallest resolver fee a deal in `token` may be funded with (owner-set,
+    ///         default 0).
+    function minResolverFee(IERC20 token) external view returns (uint256);
+
+    /// @notice The most of a deal's resolver fee in `token` credited to the submitter of
+    ///         `resolve` as a gas refund (owner-set, default 0).
+    function gasRefundCap(IERC20 token) external view returns (uint256);
+
+    /// @notice Network-wide commit-reveal setting the nodes agree on: 0 = off, otherwise the
+    ///         commit phase's timeout in milliseconds (owner-set).
+    function commitRevealMs() external view returns (uint32);
+
+    /// @notice What an escrow needs to pay `resolver`'s rewards: its operator, its stake (fixed
+    ///         while a member), its membership interval `[joinedEpoch, leftEpoch)` (joinedEpoch
+    ///         0: never a member; leftEpoch 0: still one) and whether it was slashed.
+    function rewardInfo(uint256 resolver)
+        external
+        view
+        returns (
+            address operator,
+            uint256 stake,
+            uint256 joinedEpoch,
+            uint256 leftEpoch,
+            bool slashed
+        );
+
+    /// @notice Where a slashed resolver's forfeited value goes, as for its bond: `shareBps` of
+    ///         it to `whistleblower` (zero address and 0 if the slash paid no whistleblower),
+    ///         the rest to `sink`.
+    function slashRecipients(uint256 resolver)
+        external
+        view
+        returns (address whistleblower, uint256 shareBps, address sink);
 }

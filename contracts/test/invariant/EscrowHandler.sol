@@ -8,6 +8,7 @@ import {Evidence} from "../../src/interfaces/IResolverRegistry.sol";
 import {VerdictCommitment} from "../../src/libraries/VerdictHash.sol";
 import {TestToken} from "../mocks/TestToken.sol";
 import {Vectors} from "../utils/Vectors.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
 /// @notice Drives the escrow and the registry with random but well-typed actions over the four
 ///         vector deals and eight vector resolvers, keeping ghost totals for the invariants.
@@ -61,6 +62,21 @@ contract EscrowHandler is Vectors {
     mapping(bytes32 => uint256) public calls;
     bytes public lastRefusal;
 
+    // economics ghosts
+    /// @dev Sum of the fees accrued to signers (`fee - submitter refund` of each resolve).
+    uint256 public rewardsAccrued;
+    /// @dev Rewards that left the reward pool: claims plus slashed sweeps.
+    uint256 public rewardsOut;
+    /// @dev Per resolver: an upper bound of what certificates it signed entitle it to,
+    ///      `sum(ceil(toSigners * stake / signedStake))` over settling certificates it signed.
+    uint256[RESOLVERS] public earnedBound;
+    /// @dev Per resolver: rewards paid to its operator by `claimRewards`.
+    uint256[RESOLVERS] public rewardsPaid;
+    /// @dev A slashed resolver's rewards were paid to its operator.
+    bool public slashedPaid;
+    /// @dev Settling resolves so far (bounds the rounding remainder).
+    uint256 public accruals;
+
     constructor(
         Escrow escrow_,
         ResolverRegistry registry_,
@@ -77,14 +93,20 @@ contract EscrowHandler is Vectors {
             dealIds[k] = vm.parseJsonBytes32(ev, string.concat(d, ".dealId"));
             deliveryHashes[k] = vm.parseJsonBytes32(ev, string.concat(d, ".deliveryHash"));
             terms[k] = _terms(ev, d);
+            // Fee-carrying terms (deal 1 keeps none; deal 2's fee is dust): the deal ids move,
+            // and the commitments below are re-signed under them.
+            terms[k].resolverFee = [uint256(1e18 + 1), 0, 7, 3e18][k];
+            terms[k].challengeBond = [uint256(2e18), 0, 1e18, 0][k];
+            bytes32 id = _dealIdOf(terms[k]);
+            _rekeyed[dealIds[k]] = id;
+            _resign[id] = true;
+            dealIds[k] = id;
             for (uint256 o; o < 2; ++o) {
                 string memory s = string.concat(d, o == 0 ? ".reproduced" : ".failed");
                 commitments[k][o] = _commitment(ev, s);
                 for (uint256 i; i < RESOLVERS; ++i) {
                     if ((o == 0 && i <= 5) || (o == 1 && i >= 2)) {
-                        partials[k][o][i] = vm.parseJsonBytes(
-                            ev, string.concat(s, ".partials[", vm.toString(i), "]")
-                        );
+                        partials[k][o][i] = _partial(ev, s, i);
                     }
                 }
             }
@@ -154,8 +176,12 @@ contract EscrowHandler is Vectors {
         if (k == DEALS) return;
         vm.warp(block.timestamp + 1);
         if (block.timestamp >= escrow.deal(dealIds[k]).challengeDeadline) return;
-        vm.prank(buyer);
+        uint256 due = terms[k].resolverFee + terms[k].challengeBond;
+        token.mint(buyer, due);
+        vm.startPrank(buyer);
+        token.approve(address(escrow), due);
         escrow.challenge(dealIds[k]);
+        vm.stopPrank();
         calls["challenge"]++;
         // A committee below the minimum stake cancels the deal instead.
         if (_state(k) == DealState.Resolved) {
@@ -236,10 +262,12 @@ contract EscrowHandler is Vectors {
         (uint256[] memory signers, uint256[] memory non, bytes memory sig) =
             _aggregate(k, o, mask, d.epoch);
         if (signers.length == 0) return;
+        uint256 before = _ownCredit();
         try escrow.resolve(commitments[k][o], non, sig) {
             settlements[k]++;
             calls["resolve"]++;
             _record(k, o, d.epoch, signers, true);
+            _accrued(d, signers, non, before);
             (uint256 signed, uint256 total) = _stakes(d.epoch, non);
             if (signed * 3 < total * 2 || block.timestamp > d.resolveDeadline) {
                 badSettlement = true;
@@ -247,6 +275,75 @@ contract EscrowHandler is Vectors {
         } catch (bytes memory reason) {
             lastRefusal = reason;
             calls["resolve-refused"]++;
+        }
+    }
+
+    function _ownCredit() internal view returns (uint256) {
+        return escrow.claimable(address(this), IERC20(address(token)));
+    }
+
+    /// @dev Books a settling resolve's fee: what the submitter (this handler) was not credited
+    ///      accrued to the signers; each signer's share of it bounds its entitlement.
+    function _accrued(
+        Deal memory d,
+        uint256[] memory signers,
+        uint256[] memory non,
+        uint256 creditBefore
+    ) internal {
+        uint256 toSigners =
+            uint256(d.resolverFee) - (_ownCredit() - creditBefore);
+        rewardsAccrued += toSigners;
+        ++accruals;
+        (uint256 signed,) = _stakes(d.epoch, non);
+        for (uint256 i; i < signers.length; ++i) {
+            (, ResolverRegistry.Membership memory m,) = registry.resolverInfo(signers[i]);
+            earnedBound[signers[i]] += (toSigners * m.stake + signed - 1) / signed;
+        }
+    }
+
+    /// @dev Resolver `i`'s operator claims its rewards over every epoch so far, also after
+    ///      exiting or withdrawing; a slashed one must be refused.
+    function claimRewards(uint256 i) external {
+        i %= RESOLVERS;
+        uint256[] memory epochs = _allEpochs();
+        (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(i);
+        vm.prank(_operator(i));
+        try escrow.claimRewards(IERC20(address(token)), i, epochs, _operator(i)) returns (
+            uint256 amount
+        ) {
+            rewardsPaid[i] += amount;
+            rewardsOut += amount;
+            if (r.slashed) slashedPaid = true;
+            calls["claim-rewards"]++;
+        } catch {
+            calls["claim-rewards-refused"]++;
+        }
+    }
+
+    /// @dev Anyone forfeits a slashed resolver's rewards to the whistleblower and the sink.
+    function sweepSlashed(uint256 i) external {
+        i %= RESOLVERS;
+        try escrow.sweepSlashedRewards(IERC20(address(token)), i, _allEpochs()) returns (
+            uint256 amount
+        ) {
+            rewardsOut += amount;
+            calls["sweep"]++;
+        } catch {
+            calls["sweep-refused"]++;
+        }
+    }
+
+    function _allEpochs() internal view returns (uint256[] memory epochs) {
+        epochs = new uint256[](registry.currentEpoch());
+        for (uint256 e; e < epochs.length; ++e) {
+            epochs[e] = e + 1;
+        }
+    }
+
+    /// @notice Sum of resolver `i`'s pending rewards over every epoch.
+    function pendingOf(uint256 i) public view returns (uint256 p) {
+        for (uint256 e = 1; e <= registry.currentEpoch(); ++e) {
+            p += escrow.pendingRewards(IERC20(address(token)), i, e);
         }
     }
 
@@ -485,10 +582,12 @@ contract EscrowHandler is Vectors {
                 (uint256 signed, uint256 total) = _stakes(d.epoch, non);
                 if (signers.length == 0 || signed * 3 < total * 2) continue;
                 if (block.timestamp > d.resolveDeadline) break;
+                uint256 before = _ownCredit();
                 escrow.resolve(commitments[k][o], non, sig); // must not revert
                 settlements[k]++;
                 calls["resolve"]++;
                 _record(k, o, d.epoch, signers, true);
+                _accrued(d, signers, non, before);
                 settled = true;
             }
             if (!settled) {

@@ -28,6 +28,10 @@ contract EscrowInvariantTest is EscrowInvariants {
         checkRegistryConservesBonds();
     }
 
+    function invariant_rewardsOnlyToSigners() public view {
+        checkRewardsOnlyToSigners();
+    }
+
     function invariant_noDoubleSettlement() public view {
         checkNoDoubleSettlement();
     }
@@ -54,6 +58,7 @@ contract EscrowInvariantTest is EscrowInvariants {
         handler.finish();
         checkNoDoubleSettlement();
         checkEscrowConservesFunds();
+        checkRewardsOnlyToSigners();
         checkAccountableSafety();
         require(
             handler.calls("resolve") + handler.calls("timeout") + handler.calls("cancelled")

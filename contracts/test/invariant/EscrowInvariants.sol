@@ -22,10 +22,14 @@ abstract contract EscrowInvariants is EscrowBase {
             true
         );
         handler = new EscrowHandler(escrow, registry, token, ev, BUYER, SELLER, UNBONDING);
+        registry.setGasRefundCap(token, 0.1e18);
     }
 
-    /// @notice The escrow holds exactly the amounts of live deals, their locked DA bonds and the
-    ///         parties' unclaimed credits.
+    /// @notice The escrow holds exactly the amounts of live deals, their locked DA bonds, the
+    ///         fees and challenge bonds of open disputes, the parties' unclaimed credits
+    ///         (buyer, seller, the submitter's gas refunds, whistleblower and sink shares) and
+    ///         the unclaimed rewards; those cover every resolver's pending rewards, with a
+    ///         rounding remainder under one wei per (settling resolve x signer) and per claim.
     function checkEscrowConservesFunds() public view {
         uint256 owed;
         for (uint256 k; k < handler.dealCount(); ++k) {
@@ -34,10 +38,39 @@ abstract contract EscrowInvariants is EscrowBase {
             if (d.state == DealState.Delivered || d.state == DealState.Disputed) {
                 owed += uint256(d.amount) + d.sellerBond;
             }
+            if (d.state == DealState.Disputed) owed += uint256(d.resolverFee) + d.challengeBond;
         }
         owed += escrow.claimable(BUYER, token) + escrow.claimable(SELLER, token);
+        owed += escrow.claimable(address(handler), token) + escrow.claimable(SINK, token);
+        uint256 pool = handler.rewardsAccrued() - handler.rewardsOut();
+        owed += pool;
         require(token.balanceOf(address(escrow)) == owed, "escrow balance != live deals");
         require(escrow.liabilities(token) == owed, "liabilities != live deals + credits");
+        uint256 pending;
+        for (uint256 i; i < 8; ++i) {
+            pending += handler.pendingOf(i);
+        }
+        require(pending <= pool, "rewards owed exceed the reward pool");
+        uint256 dust = pool - pending;
+        require(
+            dust
+                <= 8 * handler.accruals() + handler.calls("claim-rewards") + handler.calls("sweep"),
+            "reward remainder above rounding"
+        );
+    }
+
+    /// @notice No resolver is paid (or owed) rewards beyond its share of the certificates it
+    ///         signed: a resolver outside every settling certificate's signer set gets nothing.
+    ///         A slashed resolver's rewards never reach its operator (only the sweep moves
+    ///         them, to the whistleblower and the sink).
+    function checkRewardsOnlyToSigners() public view {
+        for (uint256 i; i < 8; ++i) {
+            require(
+                handler.rewardsPaid(i) + handler.pendingOf(i) <= handler.earnedBound(i),
+                "paid beyond what it signed"
+            );
+        }
+        require(!handler.slashedPaid(), "a slashed resolver's rewards were paid to it");
     }
 
     /// @notice The registry holds exactly the resolvers' remaining bonds and unclaimed

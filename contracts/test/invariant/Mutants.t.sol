@@ -10,6 +10,7 @@ import {
     NoEvidenceCheckRegistry,
     NoThresholdRegistry,
     NoUnbondingRegistry,
+    PayNonSignersEscrow,
     UnmarkedSettlementEscrow
 } from "../mutants/Mutants.sol";
 import {EscrowInvariants} from "./EscrowInvariants.sol";
@@ -19,7 +20,8 @@ import {EscrowInvariants} from "./EscrowInvariants.sol";
 ///         must then revert. `ControlTest` runs the same sequences on the real contracts, where
 ///         every check passes. The mutants: evidence verification deleted, threshold deleted,
 ///         threshold lowered to one half, evidence only against the current epoch, resolve
-///         deadline deleted, unbonding delay deleted, credits doubled, settlement not marked.
+///         deadline deleted, unbonding delay deleted, credits doubled, settlement not marked,
+///         non-signers paid.
 abstract contract MutantScripts is EscrowInvariants {
     function setUp() public {
         _setUpSystem();
@@ -99,6 +101,14 @@ abstract contract MutantScripts is EscrowInvariants {
         handler.certify(0, false, 0, _seed(8));
     }
 
+    /// @dev Deal 0 (fee 1e18 + 1) settled by Reproduced signers 0..5; 6 and 7 did not sign.
+    ///      Signer 0 and non-signer 7 try to claim.
+    function _nonSignersClaim() internal {
+        _settled();
+        handler.claimRewards(0);
+        handler.claimRewards(7);
+    }
+
     /// @dev Then equivocator 2 exits and withdraws at once (handler.withdraw(9) does not wait).
     function _conflictThenEarlyWithdraw() internal {
         _conflictingQuorums();
@@ -108,6 +118,13 @@ abstract contract MutantScripts is EscrowInvariants {
 }
 
 contract ControlTest is MutantScripts {
+    function testRealContractsPayOnlySigners() public {
+        _nonSignersClaim();
+        require(handler.calls("claim-rewards") == 1, "signer 0 claimed");
+        checkRewardsOnlyToSigners();
+        checkEscrowConservesFunds();
+    }
+
     function testRealContractsPassEveryScript() public {
         _forgedEvidence();
         checkHonestNeverSlashed();
@@ -274,5 +291,18 @@ contract UnmarkedSettlementMutantTest is MutantScripts {
         require(handler.calls("resolve") == 1 && handler.calls("timeout") == 1, "both settled");
         vm.expectRevert(bytes("settled twice"));
         this.checkNoDoubleSettlement();
+    }
+}
+
+contract PayNonSignersMutantTest is MutantScripts {
+    function _escrowCode() internal pure override returns (bytes memory) {
+        return type(PayNonSignersEscrow).creationCode;
+    }
+
+    function testRewardsOnlyToSignersCatchesIt() public {
+        _nonSignersClaim();
+        require(handler.rewardsPaid(7) > 0, "the mutant paid non-signer 7");
+        vm.expectRevert(bytes("paid beyond what it signed"));
+        this.checkRewardsOnlyToSigners();
     }
 }

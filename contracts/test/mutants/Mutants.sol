@@ -90,3 +90,11 @@ contract UnmarkedSettlementEscrow is Escrow {
         d.state = before;
     }
 }
+
+/// @notice Mutant: non-signers are not excluded from a certificate's fee (every member of the
+///         epoch is paid as if it had signed).
+contract PayNonSignersEscrow is Escrow {
+    constructor(IResolverRegistry registry_, address owner_) Escrow(registry_, owner_) {}
+
+    function _exclude(IERC20, uint256, uint256, uint256) internal override {}
+}

@@ -3,7 +3,7 @@ pragma solidity 0.8.30;
 
 import {Escrow} from "../../src/Escrow.sol";
 import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
-import {Terms} from "../../src/interfaces/IEscrow.sol";
+import {Deal, Terms} from "../../src/interfaces/IEscrow.sol";
 import {Evidence, RegistryParameters} from "../../src/interfaces/IResolverRegistry.sol";
 import {VerdictCommitment} from "../../src/libraries/VerdictHash.sol";
 import {TestToken} from "../mocks/TestToken.sol";
@@ -15,11 +15,9 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 ///         proofs of possession are bound to the registry and `_operator(i)`), chain id 31337,
 ///         resolvers registered in vector order so registry index i is vector resolver i.
 abstract contract EscrowBase is Vectors {
-    address internal constant ESCROW = address(uint160(0xe5c40001));
     address internal constant TOKEN = address(uint160(0x70ce0001));
     /// @dev Proofs of possession in the vectors are bound to this registry address.
     address internal constant REGISTRY = address(uint160(0x7e915701));
-    address internal constant BUYER = address(uint160(0x0b0b0001));
     address internal constant SELLER = address(uint160(0x05e11e01));
     address internal constant SINK = address(uint160(0xdead));
     address internal constant SLASHER = address(uint160(0x51a5));
@@ -156,10 +154,16 @@ abstract contract EscrowBase is Vectors {
         vm.stopPrank();
     }
 
+    /// @dev The buyer challenges, paying the deal's resolver fee and challenge bond.
     function _challenge(bytes32 id) internal {
         vm.warp(block.timestamp + 1);
-        vm.prank(BUYER);
+        Deal memory d = escrow.deal(id);
+        uint256 due = uint256(d.resolverFee) + d.challengeBond;
+        token.mint(BUYER, due);
+        vm.startPrank(BUYER);
+        token.approve(ESCROW, due);
         escrow.challenge(id);
+        vm.stopPrank();
     }
 
     /// @dev Funds, delivers and challenges the deal at `base` of `json`.
@@ -167,7 +171,7 @@ abstract contract EscrowBase is Vectors {
         Terms memory t = _terms(json, base);
         _allowBackend(t);
         id = _fund(t);
-        require(id == vm.parseJsonBytes32(json, string.concat(base, ".dealId")), "deal id");
+        require(id == _rekey(json, base), "deal id");
         _deliver(id, t, vm.parseJsonBytes32(json, string.concat(base, ".deliveryHash")));
         _challenge(id);
     }

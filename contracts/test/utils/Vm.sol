@@ -57,6 +57,8 @@ interface Vm {
         external
         returns (uint256 gasUsed);
     function snapshotState() external returns (uint256 snapshotId);
+    function store(address target, bytes32 slot, bytes32 value) external;
+    function assume(bool condition) external pure;
     function revertToState(uint256 snapshotId) external returns (bool success);
 }
 
