@@ -859,7 +859,7 @@ impl Chain {
 
     /// The escrow's record of `deal_id` at `block` (latest if `None`).
     pub async fn deal(&self, deal_id: B256, block: Option<u64>) -> Result<Deal, ChainError> {
-        self.view(self.escrow, IEscrow::dealCall { dealId: deal_id }, block).await
+        Ok(self.view(self.escrow, IEscrow::dealCall { dealId: deal_id }, block).await?.into())
     }
 
     /// Whether `announcement` matches the escrow's state at `block`: the deal

@@ -36,14 +36,19 @@ alloy_sol_types::sol! {
         bytes32 backendId;
         bytes32 backendVersionHash;
         uint256 sellerBond;
+        uint256 resolverFee;
+        uint256 challengeBond;
         uint64 deliverWindow;
         uint64 challengeWindow;
         uint64 resolveWindow;
         bytes32 salt;
     }
 
+    /// The escrow's `Deal`, in two halves: a static struct is encoded
+    /// inline, so `(DealHead, DealTail)` decodes the same bytes as the
+    /// 26-field `Deal` (more fields than alloy's tuples take).
     #[derive(Debug)]
-    struct Deal {
+    struct DealHead {
         address buyer;
         uint8 state;
         uint8 settlement;
@@ -57,10 +62,16 @@ alloy_sol_types::sol! {
         uint64 challengedAt;
         uint64 resolveDeadline;
         uint64 challengeWindow;
+    }
+
+    #[derive(Debug)]
+    struct DealTail {
         uint64 resolveWindow;
         uint64 settledAt;
         uint128 amount;
         uint128 sellerBond;
+        uint128 resolverFee;
+        uint128 challengeBond;
         bytes32 verdictFieldsHash;
         bytes32 specHash;
         bytes32 prestateAnchorHash;
@@ -134,7 +145,7 @@ alloy_sol_types::sol! {
 
         function registry() external view returns (address);
         function domainSeparator() external view returns (bytes32);
-        function deal(bytes32 dealId) external view returns (Deal memory);
+        function deal(bytes32 dealId) external view returns (DealHead memory head, DealTail memory tail);
         function dealIdOf(address buyer, Terms calldata terms) external view returns (bytes32);
         function fund(Terms calldata terms, bytes calldata spec, bytes calldata prestateAnchor) external returns (bytes32 dealId);
         function deliver(bytes32 dealId, bytes32 deliveryHash, bytes calldata delivery) external;
@@ -199,6 +210,58 @@ alloy_sol_types::sol! {
         function transfer(address to, uint256 amount) external returns (bool);
         function balanceOf(address who) external view returns (uint256);
         function mint(address to, uint256 amount) external;
+    }
+}
+
+/// The escrow's record of a deal (`Escrow.deal`), the fields the node reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(non_snake_case)]
+pub struct Deal {
+    pub buyer: alloy_primitives::Address,
+    pub state: u8,
+    pub settlement: u8,
+    pub epoch: u64,
+    pub seller: alloy_primitives::Address,
+    pub token: alloy_primitives::Address,
+    pub challengedAt: u64,
+    pub resolveDeadline: u64,
+    pub settledAt: u64,
+    pub amount: u128,
+    pub sellerBond: u128,
+    pub resolverFee: u128,
+    pub challengeBond: u128,
+    pub specHash: alloy_primitives::B256,
+    pub prestateAnchorHash: alloy_primitives::B256,
+    pub prestateRoot: alloy_primitives::B256,
+    pub backendId: alloy_primitives::B256,
+    pub backendVersionHash: alloy_primitives::B256,
+    pub deliveryHash: alloy_primitives::B256,
+}
+
+impl From<IEscrow::dealReturn> for Deal {
+    fn from(r: IEscrow::dealReturn) -> Self {
+        let (h, t) = (r.head, r.tail);
+        Self {
+            buyer: h.buyer,
+            state: h.state,
+            settlement: h.settlement,
+            epoch: h.epoch,
+            seller: h.seller,
+            token: h.token,
+            challengedAt: h.challengedAt,
+            resolveDeadline: h.resolveDeadline,
+            settledAt: t.settledAt,
+            amount: t.amount,
+            sellerBond: t.sellerBond,
+            resolverFee: t.resolverFee,
+            challengeBond: t.challengeBond,
+            specHash: t.specHash,
+            prestateAnchorHash: t.prestateAnchorHash,
+            prestateRoot: t.prestateRoot,
+            backendId: t.backendId,
+            backendVersionHash: t.backendVersionHash,
+            deliveryHash: t.deliveryHash,
+        }
     }
 }
 

@@ -1007,6 +1007,9 @@ impl Devnet {
             backendId: *BACKEND_ID,
             backendVersionHash: *BACKEND_VERSION_HASH,
             sellerBond: U256::from(SELLER_BOND),
+            // The node does not claim rewards yet (issue 13's node half).
+            resolverFee: U256::ZERO,
+            challengeBond: U256::ZERO,
             deliverWindow: 3_600,
             challengeWindow: 3_600,
             resolveWindow: 1_800,
@@ -1086,7 +1089,7 @@ impl Devnet {
 
     /// The escrow's record of a deal.
     pub async fn deal(&self, deal_id: B256) -> eyre::Result<Deal> {
-        self.view(self.deployment.escrow, IEscrow::dealCall { dealId: deal_id }).await
+        Ok(self.view(self.deployment.escrow, IEscrow::dealCall { dealId: deal_id }).await?.into())
     }
 
     /// Waits until the deal is resolved in a mined block (anvil answers

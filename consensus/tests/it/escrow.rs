@@ -24,6 +24,8 @@ alloy_sol_types::sol! {
         bytes32 backendId;
         bytes32 backendVersionHash;
         uint256 sellerBond;
+        uint256 resolverFee;
+        uint256 challengeBond;
         uint64 deliverWindow;
         uint64 challengeWindow;
         uint64 resolveWindow;
@@ -67,6 +69,8 @@ fn terms(salt: u64) -> Terms {
         backendId: keccak256("backend"),
         backendVersionHash: keccak256("backend-version"),
         sellerBond: U256::from(10u64) * U256::from(10u64).pow(U256::from(18u64)),
+        resolverFee: U256::ZERO,
+        challengeBond: U256::ZERO,
         deliverWindow: 86_400,
         challengeWindow: 86_400,
         resolveWindow: 86_400,
@@ -108,6 +112,7 @@ fn terms_json(t: &Terms) -> Value {
         "specHash": t.specHash, "prestateAnchorHash": t.prestateAnchorHash,
         "prestateRoot": t.prestateRoot, "backendId": t.backendId,
         "backendVersionHash": t.backendVersionHash, "sellerBond": t.sellerBond.to_string(),
+        "resolverFee": t.resolverFee.to_string(), "challengeBond": t.challengeBond.to_string(),
         "deliverWindow": t.deliverWindow, "challengeWindow": t.challengeWindow,
         "resolveWindow": t.resolveWindow, "salt": t.salt,
     })
