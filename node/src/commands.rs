@@ -1,5 +1,6 @@
 //! The one-shot commands and `run`.
 
+use crate::SignerArgs;
 use crate::{
     print_json, AccountArgs, AccountChainArgs, AnchorArgs, ChainArgs, ContentCommand, DataDirArgs,
     ProtectionCommand, RegisterArgs, ResolverArgs, SlashArgs, VerifyArgs, WitnessArgs,
@@ -523,22 +524,54 @@ async fn resolver_json(chain: &Chain, index: u64) -> eyre::Result<serde_json::Va
 
 /// `resolvd exit`.
 pub(crate) async fn exit(args: AccountChainArgs) -> eyre::Result<()> {
+    operator_call(args, IRegistry::requestExitCall {}).await
+}
+
+/// `resolvd withdraw`.
+pub(crate) async fn withdraw(args: AccountChainArgs) -> eyre::Result<()> {
+    operator_call(args, IRegistry::withdrawCall {}).await
+}
+
+/// Sends `call` to the registry from the operator account, then prints the
+/// resolver as it is now (and the transaction).
+async fn operator_call<C: alloy_sol_types::SolCall>(
+    args: AccountChainArgs,
+    call: C,
+) -> eyre::Result<()> {
     let chain = connect(&args.chain, Some(&args.account)).await?;
     let operator = chain.account.ok_or_else(|| eyre!("no account"))?;
-    let tx = chain.send(chain.registry, IRegistry::requestExitCall {}).await?;
+    let tx = chain.send(chain.registry, call).await?;
     let index = index_of(&chain, operator).await?;
     let mut out = resolver_json(&chain, index).await?;
     out["tx"] = serde_json::json!(tx.tx_hash);
     print_json(&out)
 }
 
-/// `resolvd withdraw`.
-pub(crate) async fn withdraw(args: AccountChainArgs) -> eyre::Result<()> {
-    let chain = connect(&args.chain, Some(&args.account)).await?;
-    let operator = chain.account.ok_or_else(|| eyre!("no account"))?;
-    let tx = chain.send(chain.registry, IRegistry::withdrawCall {}).await?;
-    let index = index_of(&chain, operator).await?;
-    let mut out = resolver_json(&chain, index).await?;
-    out["tx"] = serde_json::json!(tx.tx_hash);
-    print_json(&out)
+/// `resolvd signer`.
+pub(crate) async fn signer(args: SignerArgs) -> eyre::Result<()> {
+    let domains = args
+        .domains
+        .iter()
+        .map(|d| {
+            let (chain, escrow) =
+                d.split_once(':').ok_or_else(|| eyre!("--domain {d}: expected CHAIN_ID:ESCROW"))?;
+            Ok((chain.parse::<u64>()?, escrow.parse::<Address>()?))
+        })
+        .collect::<eyre::Result<Vec<_>>>()?;
+    let secret = keys::load(&args.keystore, &args.password)?;
+    let token = zeroize::Zeroizing::new(
+        std::fs::read_to_string(&args.token_file)
+            .wrap_err_with(|| format!("reading {}", args.token_file.display()))?
+            .trim()
+            .to_owned(),
+    );
+    std::fs::create_dir_all(&args.data_dir)?;
+    let store = std::sync::Arc::new(resolvd_node::store::Store::open(&args.data_dir.join("db"))?);
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .wrap_err_with(|| format!("binding {}", args.listen))?;
+    resolvd_node::signer::serve(listener, secret, store, token, domains, async {
+        shutdown_signal().await;
+    })
+    .await
 }

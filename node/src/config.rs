@@ -200,12 +200,23 @@ pub struct KeysConfig {
     /// not produce (the key runs elsewhere) stops the node, non-zero. `0`
     /// turns the protection off (`--disable-doppelganger`).
     pub doppelganger_wait_secs: u64,
+    /// A separate signer (`resolvd signer`) to sign through instead of a
+    /// local keystore, e.g. `http://127.0.0.1:9600`.
+    pub remote_signer: Option<String>,
+    /// File holding the signer's bearer token.
+    pub remote_signer_token_file: Option<PathBuf>,
 }
 
 impl Default for KeysConfig {
     fn default() -> Self {
         // Three republish periods of an own partial (4 s each).
-        Self { bls_keystore: None, password_file: None, doppelganger_wait_secs: 12 }
+        Self {
+            bls_keystore: None,
+            password_file: None,
+            doppelganger_wait_secs: 12,
+            remote_signer: None,
+            remote_signer_token_file: None,
+        }
     }
 }
 
@@ -343,6 +354,14 @@ impl NodeConfig {
     /// Checks values that parse but cannot work.
     pub fn validate(&self) -> eyre::Result<()> {
         eyre::ensure!(self.chain.escrow != Address::ZERO, "chain.escrow is not set");
+        eyre::ensure!(
+            self.keys.bls_keystore.is_none() || self.keys.remote_signer.is_none(),
+            "keys.bls_keystore and keys.remote_signer are both set: sign locally or remotely, not both"
+        );
+        eyre::ensure!(
+            self.keys.remote_signer.is_none() || self.keys.remote_signer_token_file.is_some(),
+            "keys.remote_signer needs keys.remote_signer_token_file"
+        );
         eyre::ensure!(self.chain.max_log_range > 0, "chain.max_log_range must be > 0");
         self.chain.rpc()?;
         eyre::ensure!(self.pipeline.replay_workers > 0, "pipeline.replay_workers must be > 0");

@@ -33,4 +33,5 @@ pub mod metrics;
 pub mod node;
 pub mod p2p;
 pub mod rpc;
+pub mod signer;
 pub mod store;

@@ -72,6 +72,10 @@ enum Command {
     /// Manage the resolver's BLS key (EIP-2335 keystore).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Run a separate signer: holds the BLS keystore and the slashing
+    /// protection, signs verdicts for the configured escrow domains over an
+    /// authenticated local HTTP API (`resolvd run --signer URL`).
+    Signer(SignerArgs),
     /// Export or import a data dir's slashing protection (EIP-3076-style
     /// interchange JSON), to move a resolver to a new machine. Stop the node
     /// first: the database is opened exclusively.
@@ -157,6 +161,13 @@ pub(crate) struct RunArgs {
     /// Overrides `chain.account_password_file`.
     #[arg(long, env = "RESOLVD_ACCOUNT_PASSWORD_FILE")]
     pub(crate) account_password_file: Option<PathBuf>,
+    /// Sign through a `resolvd signer` at this URL (`keys.remote_signer`)
+    /// instead of a local keystore.
+    #[arg(long, env = "RESOLVD_SIGNER")]
+    pub(crate) signer: Option<String>,
+    /// File holding the signer's bearer token (`keys.remote_signer_token_file`).
+    #[arg(long, env = "RESOLVD_SIGNER_TOKEN_FILE")]
+    pub(crate) signer_token_file: Option<PathBuf>,
     /// Turn doppelgänger protection off (`keys.doppelganger_wait_secs = 0`):
     /// devnets, or a key known to run nowhere else.
     #[arg(long)]
@@ -184,6 +195,12 @@ impl RunArgs {
         set(&mut c.p2p.bootstrap, &self.bootstrap);
         set(&mut c.api.listen, &self.api_listen);
         set(&mut c.log_format, &log_format);
+        if self.signer.is_some() {
+            c.keys.remote_signer.clone_from(&self.signer);
+        }
+        if self.signer_token_file.is_some() {
+            c.keys.remote_signer_token_file.clone_from(&self.signer_token_file);
+        }
         if self.disable_doppelganger {
             c.keys.doppelganger_wait_secs = 0;
         }
@@ -356,6 +373,27 @@ pub(crate) struct SlashArgs {
     /// `<data_dir>/evidence/`).
     #[arg(long)]
     pub(crate) evidence: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct SignerArgs {
+    /// The BLS keystore (EIP-2335).
+    #[arg(long)]
+    pub(crate) keystore: PathBuf,
+    #[command(flatten)]
+    pub(crate) password: PasswordArgs,
+    /// Where the slashing-protection database lives.
+    #[arg(long)]
+    pub(crate) data_dir: PathBuf,
+    /// Listen address (keep it local or on a private network).
+    #[arg(long, default_value = "127.0.0.1:9600")]
+    pub(crate) listen: SocketAddr,
+    /// File holding the bearer token clients must send (create it 0600).
+    #[arg(long)]
+    pub(crate) token_file: PathBuf,
+    /// An escrow domain to sign for, `CHAIN_ID:ESCROW` (repeatable).
+    #[arg(long = "domain", required = true)]
+    pub(crate) domains: Vec<String>,
 }
 
 /// A chain and the operator account.
@@ -552,6 +590,10 @@ fn main() -> eyre::Result<()> {
         }
         Command::Keys(cmd) => keys(cmd)?,
         Command::Protection(cmd) => commands::protection(cmd)?,
+        Command::Signer(args) => {
+            commands::init_logging(cli.log_format.unwrap_or(LogFormat::Human), "info");
+            runtime()?.block_on(commands::signer(args))?;
+        }
     }
     Ok(())
 }

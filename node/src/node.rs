@@ -128,6 +128,15 @@ pub struct Shared {
 
 /// Results of spawned IO, routed back into the loop.
 enum Internal {
+    /// A remote signer answered.
+    RemoteSigned {
+        domain: Box<VerdictDomain>,
+        deal_id: B256,
+        commitment: Box<VerdictCommitment>,
+        epoch: u64,
+        index: u32,
+        result: Result<resolvd_consensus::Signature, String>,
+    },
     Batch {
         events: Vec<ChainEvent>,
         to: u64,
@@ -183,6 +192,14 @@ struct Faults {
     crash_armed: bool,
 }
 
+/// How this node signs.
+enum Signing {
+    /// Its own keystore and protection store.
+    Local(ProtectedSigner<SharedStore>),
+    /// A `resolvd signer` (protection lives there), and its public key.
+    Remote(crate::signer::RemoteSigner, resolvd_consensus::PublicKey),
+}
+
 /// The running node.
 pub struct Node {
     cfg: NodeConfig,
@@ -199,7 +216,7 @@ pub struct Node {
     engine: Engine,
     swarm: Swarm<Behaviour>,
     content: ContentService,
-    signer: Option<ProtectedSigner<SharedStore>>,
+    signer: Option<Signing>,
     my_key: Option<PublicKey>,
     #[cfg(feature = "fault-injection")]
     faults: Faults,
@@ -357,7 +374,38 @@ impl Node {
             });
         }
         let cursor = store.cursor(CURSOR)?.unwrap_or(cfg.chain.start_block.saturating_sub(1));
-        let my_key = secret.as_ref().map(resolvd_consensus::SecretKey::public_key);
+        let remote = match (&cfg.keys.remote_signer, &cfg.keys.remote_signer_token_file) {
+            (Some(url), Some(token_file)) => {
+                let token = zeroize::Zeroizing::new(
+                    std::fs::read_to_string(token_file)
+                        .map_err(|e| eyre::eyre!("{}: {e}", token_file.display()))?
+                        .trim()
+                        .to_owned(),
+                );
+                let remote = crate::signer::RemoteSigner::new(url, token)?;
+                let mut wait = Duration::from_millis(200);
+                let key = loop {
+                    match remote.public_key().await {
+                        Ok(k) => break k,
+                        Err(e @ crate::signer::RemoteError::Failed(_))
+                            if wait < Duration::from_secs(5) =>
+                        {
+                            warn!(target: "node", error = %e, "remote signer not answering: retrying");
+                            tokio::time::sleep(wait).await;
+                            wait *= 2;
+                        }
+                        Err(e) => eyre::bail!("keys.remote_signer {url}: {e}"),
+                    }
+                };
+                info!(target: "node", %url, key = %alloy_primitives::hex::encode_prefixed(key.compress()), "signing through a remote signer");
+                Some((remote, key))
+            }
+            _ => None,
+        };
+        let my_key = secret
+            .as_ref()
+            .map(resolvd_consensus::SecretKey::public_key)
+            .or(remote.as_ref().map(|(_, k)| *k));
         #[cfg(feature = "fault-injection")]
         let faults = Faults {
             byzantine: cfg.fault.byzantine,
@@ -367,13 +415,19 @@ impl Node {
             },
             crash_armed: cfg.fault.crash_after_persist,
         };
-        let secret_present = secret.is_some();
+        let secret_present = secret.is_some() || remote.is_some();
         let silent_until = (secret_present && cfg.keys.doppelganger_wait_secs > 0).then(|| {
             let wait = Duration::from_secs(cfg.keys.doppelganger_wait_secs);
             info!(target: "node", ?wait, "doppelganger protection: listening before signing (--disable-doppelganger to skip)");
             Instant::now() + wait
         });
-        let signer = secret.map(|s| ProtectedSigner::new(s, SharedStore(store.clone())));
+        let signer = match (secret, remote) {
+            (Some(s), _) => {
+                Some(Signing::Local(ProtectedSigner::new(s, SharedStore(store.clone()))))
+            }
+            (None, Some((r, key))) => Some(Signing::Remote(r, key)),
+            (None, None) => None,
+        };
         let engine_cfg = EngineConfig {
             retry: Duration::from_millis(cfg.pipeline.retry_ms),
             submit_slot: Duration::from_millis(cfg.pipeline.submit_slot_ms),
@@ -777,11 +831,56 @@ impl Node {
         if self.engine.doppelganger().is_some() {
             return;
         }
-        let Some(signer) = self.signer.as_mut() else { return };
-        let signature = match signer.sign(domain, &commitment) {
-            Ok(s) => s,
-            Err(e) => return self.engine.on_sign_refused(deal_id, e.to_string()),
+        let signature = match self.signer.as_mut() {
+            None => return,
+            Some(Signing::Local(signer)) => match signer.sign(domain, &commitment) {
+                Ok(s) => s,
+                Err(e) => return self.engine.on_sign_refused(deal_id, e.to_string()),
+            },
+            Some(Signing::Remote(remote, key)) => {
+                // The signer checks protection (and fsyncs) before it answers;
+                // transient failures are retried here with backoff.
+                let (remote, key, tx, domain) =
+                    (remote.clone(), *key, self.tx.clone(), domain.clone());
+                tokio::spawn(async move {
+                    let mut wait = Duration::from_millis(200);
+                    let result = loop {
+                        match remote.sign(&domain, &commitment, &key).await {
+                            Err(crate::signer::RemoteError::Failed(e)) => {
+                                warn!(target: "pipeline", deal = %deal_id, error = %e, "remote signer failed: retrying");
+                                tokio::time::sleep(wait).await;
+                                wait = (wait * 2).min(Duration::from_secs(10));
+                            }
+                            other => break other.map_err(|e| e.to_string()),
+                        }
+                    };
+                    let _ = tx.send(Internal::RemoteSigned {
+                        domain: Box::new(domain),
+                        deal_id,
+                        commitment: Box::new(commitment),
+                        epoch,
+                        index,
+                        result,
+                    });
+                });
+                return;
+            }
         };
+        self.signed(domain, deal_id, commitment, epoch, index, signature, now);
+    }
+
+    /// Persists an own partial, then hands it to the engine (which gossips it).
+    #[allow(clippy::too_many_arguments)]
+    fn signed(
+        &mut self,
+        #[allow(unused_variables)] domain: &VerdictDomain,
+        deal_id: B256,
+        commitment: VerdictCommitment,
+        epoch: u64,
+        index: u32,
+        signature: resolvd_consensus::Signature,
+        now: Instant,
+    ) {
         let partial = SignedVerdict {
             commitment,
             epoch,
@@ -972,6 +1071,15 @@ impl Node {
                 self.engine.on_slashed(deal_id, resolvers, result, now);
             }
             Internal::Served(served) => self.content.respond(&mut self.swarm, served),
+            Internal::RemoteSigned { domain, deal_id, commitment, epoch, index, result } => {
+                match result {
+                    Ok(sig) if self.engine.doppelganger().is_none() => {
+                        self.signed(&domain, deal_id, *commitment, epoch, index, sig, now);
+                    }
+                    Ok(_) => {}
+                    Err(e) => self.engine.on_sign_refused(deal_id, e),
+                }
+            }
         }
     }
 

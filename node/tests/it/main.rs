@@ -15,3 +15,4 @@ mod network;
 mod p2p;
 mod protection;
 mod rpc;
+mod signer;

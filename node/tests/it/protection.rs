@@ -111,7 +111,14 @@ async fn protection_moves_to_a_new_data_dir_and_still_refuses_a_different_commit
         assert!(std::time::Instant::now() < deadline, "the flipped commitment was not refused");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let v = net.0.nodes[3].get(&path).await.unwrap();
+    // The status snapshot trails the live metrics by up to 250 ms.
+    let v = loop {
+        if let Ok(v) = net.0.nodes[3].get(&path).await {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "node 3 does not show the dispute");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert!(v["own_signature"].is_null(), "signed a different commitment: {v}");
     let seen = net.0.nodes[0].get(&path).await.unwrap();
     assert_eq!(
