@@ -78,3 +78,49 @@ async fn exit_then_withdraw_after_the_unbonding_delay() {
     let (ok, _, err) = run(&with_account("withdraw"));
     assert!(!ok && err.contains("NothingToWithdraw"), "{err}");
 }
+
+/// A slashed resolver cannot exit or withdraw (its bond is gone), and
+/// `resolvd resolver` says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slashed_resolver_cannot_exit_or_withdraw() {
+    use crate::network::{launch, RELEASED, SETTLE};
+    use resolvd_node::{
+        chain::Chain,
+        config::{Byzantine, FaultConfig},
+        devnet::DealKind,
+    };
+    let mut net = launch(|o| {
+        o.faults =
+            vec![(3, FaultConfig { byzantine: Some(Byzantine::Equivocate), ..Default::default() })];
+    })
+    .await;
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let open = net.0.open_dispute(&content, &[0, 1, 2, 3]).await.unwrap();
+    assert_eq!(net.0.wait_settled(open.deal_id, SETTLE).await.unwrap().settlement, RELEASED);
+    let chain = Chain::connect(&net.0.rpc_url, net.0.deployment.escrow, None).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !chain.is_slashed(3).await.unwrap() {
+        assert!(std::time::Instant::now() < deadline, "the equivocator was not slashed");
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let (rpc, escrow) = (net.0.rpc_url.clone(), net.0.deployment.escrow.to_string());
+    let node = &net.0.nodes[3];
+    let keystore = node.config.chain.account_keystore.clone().unwrap();
+    let password = node.config.chain.account_password_file.clone().unwrap();
+    let chain_args = ["--rpc-url", &rpc, "--escrow", &escrow];
+    let account = [
+        "--account-keystore",
+        keystore.to_str().unwrap(),
+        "--account-password-file",
+        password.to_str().unwrap(),
+    ];
+    let (ok, shown, err) = run(&[&["resolver", "3"][..], &chain_args[..]].concat());
+    assert!(ok, "{err}");
+    assert_eq!(shown["status"], "slashed", "{shown}");
+    assert_eq!(shown["bond"], "0");
+    for cmd in ["exit", "withdraw"] {
+        let (ok, _, err) = run(&[&[cmd][..], &chain_args[..], &account[..]].concat());
+        assert!(!ok, "{cmd} succeeded for a slashed resolver");
+        assert!(err.contains("NothingToWithdraw") || err.contains("NotExiting"), "{cmd}: {err}");
+    }
+}

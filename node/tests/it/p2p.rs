@@ -185,11 +185,11 @@ async fn gossip_validation_scoring_and_content_fetch() {
 
 /// A peer that answers every content request: with `doc`'s bytes if it holds
 /// them, else "not found" (a Sybil). Counts the requests it gets.
-fn serve_content(
-    mut swarm: Swarm<Behaviour>,
-    docs: Vec<(B256, Vec<u8>)>,
-    asked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-) {
+/// Requests received, per document hash (a late answer to an earlier
+/// document's round is still counted for that document).
+type Asks = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<B256, usize>>>;
+
+fn serve_content(mut swarm: Swarm<Behaviour>, docs: Vec<(B256, Vec<u8>)>, asked: Asks) {
     tokio::spawn(async move {
         loop {
             if let SwarmEvent::Behaviour(BehaviourEvent::Content(
@@ -199,7 +199,7 @@ fn serve_content(
                 },
             )) = swarm.select_next_some().await
             {
-                asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                *asked.lock().unwrap().entry(request.hash).or_default() += 1;
                 let result = docs
                     .iter()
                     .find(|(h, _)| *h == request.hash)
@@ -219,7 +219,7 @@ fn serve_content(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sybils_answering_not_found_cannot_eclipse_a_content_fetch() {
     use resolvd_node::{content::ContentService, metrics::Metrics, store::Store};
-    use std::sync::{atomic::AtomicUsize, atomic::Ordering, Arc};
+    use std::sync::Arc;
     let docs: Vec<(B256, Vec<u8>)> = (0..5u8)
         .map(|n| {
             let bytes = vec![n; 100];
@@ -228,8 +228,8 @@ async fn sybils_answering_not_found_cannot_eclipse_a_content_fetch() {
         .collect();
     let mut requester = build_swarm(Keypair::generate_ed25519(), &config()).unwrap();
     let mut addrs = Vec::new();
-    let sybil_asks = Arc::new(AtomicUsize::new(0));
-    let honest_asks = Arc::new(AtomicUsize::new(0));
+    let sybil_asks: Asks = Arc::default();
+    let honest_asks: Asks = Arc::default();
     for i in 0..13 {
         let mut s = build_swarm(Keypair::generate_ed25519(), &config()).unwrap();
         addrs.push(listen_addr(&mut s).await);
@@ -254,8 +254,8 @@ async fn sybils_answering_not_found_cannot_eclipse_a_content_fetch() {
         tokio::select! {
             _ = &mut deadline => panic!(
                 "document {next} never fetched: {} Sybil and {} honest requests",
-                sybil_asks.load(Ordering::Relaxed),
-                honest_asks.load(Ordering::Relaxed)
+                sybil_asks.lock().unwrap().get(&docs[next].0).copied().unwrap_or(0),
+                honest_asks.lock().unwrap().get(&docs[next].0).copied().unwrap_or(0)
             ),
             ev = requester.select_next_some() => match ev {
                 SwarmEvent::ConnectionEstablished { .. } => {
@@ -268,8 +268,8 @@ async fn sybils_answering_not_found_cannot_eclipse_a_content_fetch() {
                     service.on_event(&mut requester, &store, &no_inbound, event);
                     if store.get_content(&docs[next].0).unwrap().is_some() {
                         // Each peer was asked at most once for this document.
-                        let asked = sybil_asks.swap(0, Ordering::Relaxed)
-                            + honest_asks.swap(0, Ordering::Relaxed);
+                        let count = |a: &Asks| a.lock().unwrap().get(&docs[next].0).copied().unwrap_or(0);
+                        let asked = count(&sybil_asks) + count(&honest_asks);
                         assert!(asked <= addrs.len(), "document {next}: {asked} requests");
                         next += 1;
                         if next < docs.len() {
