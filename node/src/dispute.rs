@@ -1558,12 +1558,13 @@ impl Engine {
                     for origin in origins {
                         self.report(origin, Topic::Verdicts, MessageAcceptance::Accept);
                     }
-                    let mine = self.my_index(p.epoch) == Some(signer);
+                    // (A committee scan: only when detection is on.)
+                    let mine =
+                        self.cfg.detect_doppelganger && self.my_index(p.epoch) == Some(signer);
                     if let Some(d) = self.disputes.get_mut(&p.commitment.deal_id) {
                         // Our key, verified, from a peer, and not what this
                         // data dir signed: the key is running elsewhere.
-                        if self.cfg.detect_doppelganger
-                            && mine
+                        if mine
                             && from_peer
                             && d.own.as_ref().is_none_or(|o| o.commitment != p.commitment)
                         {

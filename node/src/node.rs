@@ -309,9 +309,7 @@ impl Node {
             replace_after_blocks: cfg.chain.replace_after_blocks,
         };
         if let Some(account) = chain.account {
-            // 1M gas at the cap: about two `resolve`s of a large committee.
-            let needed = alloy_primitives::U256::from(1_000_000u64)
-                * alloy_primitives::U256::from(cfg.chain.max_fee_per_gas);
+            let needed = gas_cap(&cfg);
             match alloy_provider::Provider::get_balance(chain.provider(), account).await {
                 Ok(balance) if balance < needed => {
                     warn!(target: "chain", %account, %balance, %needed, "the transaction account cannot pay 1M gas at chain.max_fee_per_gas: fund it, or resolve and slash transactions will fail")
@@ -359,7 +357,7 @@ impl Node {
         if let Some(account) = chain.account {
             // Balance vs the cost of a large transaction at the cap, for the
             // dashboard's "fund me" alert; refreshed every 30 s.
-            metrics.account_gas_cap.set(1e6 * cfg.chain.max_fee_per_gas as f64);
+            metrics.account_gas_cap.set(f64::from(gas_cap(&cfg)));
             let (provider, metrics) = (chain.provider().clone(), metrics.clone());
             let balance = balance.clone();
             tokio::spawn(async move {
@@ -1181,11 +1179,7 @@ impl Node {
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .map(|b| b.to_string()),
-            account_gas_cap_wei: self.chain.account.map(|_| {
-                (alloy_primitives::U256::from(1_000_000u64)
-                    * alloy_primitives::U256::from(self.cfg.chain.max_fee_per_gas))
-                .to_string()
-            }),
+            account_gas_cap_wei: self.chain.account.map(|_| gas_cap(&self.cfg).to_string()),
             bls_key: self.my_key.map(|k| alloy_primitives::hex::encode(k.compress())),
             head: self.engine.head(),
             cursor: self.cursor,
@@ -1196,6 +1190,14 @@ impl Node {
         };
         *self.shared.status.write().unwrap_or_else(std::sync::PoisonError::into_inner) = status;
     }
+}
+
+/// What one large transaction may cost at the fee cap: 1M gas (about two
+/// `resolve`s of a large committee) × `chain.max_fee_per_gas`. The start-up
+/// balance warning, `/status` and the metrics all use it.
+fn gas_cap(cfg: &NodeConfig) -> alloy_primitives::U256 {
+    alloy_primitives::U256::from(1_000_000u64)
+        * alloy_primitives::U256::from(cfg.chain.max_fee_per_gas)
 }
 
 async fn sleep_until_some(at: Option<tokio::time::Instant>) {
