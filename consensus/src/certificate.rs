@@ -178,6 +178,9 @@ struct Pending {
     commitment: VerdictCommitment,
     signer: u32,
     signature: Signature,
+    /// Whether a verified partial joins its digest's group (else it is only
+    /// verified: see [`CertificateBuilder::on_partial_uncounted`]).
+    count: bool,
 }
 
 /// Collects partial signatures for one epoch and domain, verifies them in
@@ -242,6 +245,47 @@ impl CertificateBuilder {
     /// duplicates), then queues the partial. Errors mean a malformed or
     /// foreign partial: penalise the sender.
     pub fn on_partial(&mut self, p: &SignedVerdict) -> Result<Queued> {
+        self.queue(p, true)
+    }
+
+    /// Like [`Self::on_partial`], but a partial that verifies is only
+    /// reported ([`BuilderEvent::Verified`]), not added to its group: the
+    /// caller decides later whether it counts ([`Self::count_verified`]).
+    /// Commit-reveal uses this: a reveal counts only if its commitment came
+    /// in time.
+    pub fn on_partial_uncounted(&mut self, p: &SignedVerdict) -> Result<Queued> {
+        self.queue(p, false)
+    }
+
+    /// Adds a partial that [`Self::process`] reported as verified (queued with
+    /// [`Self::on_partial_uncounted`]) to its digest's group; the certificate
+    /// if the group now reaches the threshold. A partial that is not a
+    /// member's, or whose signature does not decode, is ignored (the caller
+    /// only passes verified partials).
+    pub fn count_verified(&mut self, p: &SignedVerdict) -> Option<QuorumCertificate> {
+        if p.epoch != self.committee.epoch() || self.committee.member(p.signer_index).is_err() {
+            return None;
+        }
+        let signature = Signature::from_compressed(&p.signature).ok()?;
+        let digest = p.commitment.eip712_digest(&self.domain);
+        self.add(digest, p.commitment, p.signer_index, signature);
+        self.try_certify(&digest)
+    }
+
+    fn add(&mut self, digest: B256, commitment: VerdictCommitment, signer: u32, sig: Signature) {
+        let stake = self.member(signer).stake;
+        let group = self.groups.entry(digest).or_insert_with(|| Group {
+            commitment,
+            signers: BTreeMap::new(),
+            stake: U256::ZERO,
+            certified: false,
+        });
+        if group.signers.insert(signer, sig).is_none() {
+            group.stake += stake;
+        }
+    }
+
+    fn queue(&mut self, p: &SignedVerdict, count: bool) -> Result<Queued> {
         if p.epoch != self.committee.epoch() {
             return Err(Error::WrongEpoch { expected: self.committee.epoch(), found: p.epoch });
         }
@@ -259,6 +303,7 @@ impl CertificateBuilder {
             commitment: p.commitment,
             signer: p.signer_index,
             signature,
+            count,
         });
         Ok(Queued::New)
     }
@@ -312,16 +357,10 @@ impl CertificateBuilder {
         let mut touched = Vec::new();
         for p in accepted {
             events.push(BuilderEvent::Verified { signer: p.signer, digest: p.digest });
-            let stake = self.member(p.signer).stake;
-            let group = self.groups.entry(p.digest).or_insert_with(|| Group {
-                commitment: p.commitment,
-                signers: BTreeMap::new(),
-                stake: U256::ZERO,
-                certified: false,
-            });
-            if group.signers.insert(p.signer, p.signature).is_none() {
-                group.stake += stake;
+            if !p.count {
+                continue;
             }
+            self.add(p.digest, p.commitment, p.signer, p.signature);
             if !touched.contains(&p.digest) {
                 touched.push(p.digest);
             }

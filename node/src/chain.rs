@@ -254,6 +254,8 @@ pub struct Chain {
     pub chain_id: u64,
     /// Serialises nonce reads and sends of the account (see [`Self::send`]).
     send_lock: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// Wei paid for mined transactions (see [`Self::gas_spent_wei`]); shared by clones.
+    spent: std::sync::Arc<std::sync::Mutex<u128>>,
     /// Transaction pricing.
     pub fees: FeePolicy,
     /// The endpoints under the provider, with their health.
@@ -350,6 +352,7 @@ impl Chain {
             account,
             chain_id: transport.chain_id(),
             send_lock: Default::default(),
+            spent: Default::default(),
             fees: FeePolicy::default(),
             transport,
             wallet,
@@ -481,6 +484,19 @@ impl Chain {
     /// The registry's current epoch at `block` (latest if `None`).
     pub async fn current_epoch(&self, block: Option<u64>) -> Result<u64, ChainError> {
         to_u64(self.view(self.registry, IRegistry::currentEpochCall {}, block).await?)
+    }
+
+    /// The network's commit-reveal window (the registry's `commitRevealMs`;
+    /// `None` when 0: off).
+    pub async fn commit_reveal(&self, block: Option<u64>) -> Result<Option<Duration>, ChainError> {
+        let ms = self.view(self.registry, IRegistry::commitRevealMsCall {}, block).await?;
+        Ok((ms > 0).then(|| Duration::from_millis(u64::from(ms))))
+    }
+
+    /// Wei this handle's account paid for mined transactions (reverted ones
+    /// included) since the process started.
+    pub fn gas_spent_wei(&self) -> u128 {
+        *self.spent.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether a gossiped announcement is true at this node's confirmed head
@@ -677,6 +693,11 @@ impl Chain {
     ) -> Result<TxOutcome, ChainError> {
         if let Some((k, j)) = journal {
             j.clear(k).map_err(ChainError::Journal)?;
+        }
+        let paid = u128::from(receipt.gas_used).saturating_mul(receipt.effective_gas_price);
+        {
+            let mut spent = self.spent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            *spent = spent.saturating_add(paid);
         }
         let receipt = succeeded(&self.provider, receipt, request).await?;
         Ok(TxOutcome {

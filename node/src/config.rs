@@ -322,6 +322,8 @@ pub struct FaultConfig {
     pub crash_after_persist: bool,
     /// Byzantine behaviour (see [`Byzantine`]).
     pub byzantine: Option<Byzantine>,
+    /// Wait this long before every replay (a slow honest node).
+    pub replay_delay_ms: u64,
 }
 
 /// A byzantine behaviour.
@@ -336,6 +338,10 @@ pub enum Byzantine {
     Flip,
     /// Replay but never sign or gossip a partial.
     Withhold,
+    /// Never replay: sign the commitment of the first verified partial of
+    /// another signer (the verifier's dilemma; commit-reveal keeps it out of
+    /// honest nodes' certificates).
+    Lazy,
 }
 
 impl NodeConfig {

@@ -154,6 +154,20 @@ alloy_sol_types::sol! {
         function setBackend(bytes32 backendId, bytes32 versionHash, bool allowed) external;
         function claimable(address account, address token) external view returns (uint256);
         function claim(address token, address to) external returns (uint256 amount);
+
+        // Economics (contracts/ECONOMICS.md).
+        event ChallengeFunded(bytes32 indexed dealId, uint256 resolverFee, uint256 challengeBond);
+        event FeeDistributed(bytes32 indexed dealId, address indexed token, uint256 indexed epoch, address submitter, uint256 refund, uint256 toSigners, uint256 rewardPerStake);
+        event FeeRefunded(bytes32 indexed dealId, address indexed buyer, uint256 amount);
+        event ChallengeBondSettled(bytes32 indexed dealId, address indexed paidTo, uint256 amount);
+        event RewardsClaimed(uint256 indexed resolver, address indexed token, address indexed to, uint256 amount);
+        error NothingToClaim(address account, address token);
+        error FeeBelowMinimum(address token, uint256 fee, uint256 minimum);
+        error NotOperator(uint256 resolver, address who);
+        error RewardsForfeited(uint256 resolver);
+        error NoRewards(uint256 resolver, address token);
+        function claimRewards(address token, uint256 resolver, uint256[] calldata epochs, address to) external returns (uint256 amount);
+        function pendingRewards(address token, uint256 resolver, uint256 epoch) external view returns (uint256);
     }
 
     /// The resolver registry (contracts/src/ResolverRegistry.sol).
@@ -201,6 +215,15 @@ alloy_sol_types::sol! {
         function register(bytes calldata publicKey, bytes calldata proofOfPossession, uint256 bond) external returns (uint256 index);
         function slashEquivocation(bytes32 domainSeparator, Evidence calldata a, Evidence calldata b) external;
         function slashedFor(bytes32 domainSeparator, bytes32 dealId, uint256 index) external view returns (bool);
+
+        // Economics (contracts/ECONOMICS.md).
+        function minResolverFee(address token) external view returns (uint256);
+        function gasRefundCap(address token) external view returns (uint256);
+        function commitRevealMs() external view returns (uint32);
+        function setMinResolverFee(address token, uint256 minimum) external;
+        function setGasRefundCap(address token, uint256 cap) external;
+        function setCommitRevealMs(uint32 commitPhaseMs) external;
+        function rewardInfo(uint256 resolver) external view returns (address operator, uint256 stake, uint256 joinedEpoch, uint256 leftEpoch, bool slashed);
     }
 
     /// ERC-20 (bond and deal token).

@@ -41,7 +41,7 @@ use resolvd_consensus::{
 };
 use resolvd_proto::{
     decode_committed,
-    wire::{DisputeAnnouncement, SignedVerdict, WireMessage},
+    wire::{DisputeAnnouncement, PartialCommit, SignedVerdict, WireMessage},
     DeliveryV1, ReexecRequestV1, ReexecVerdict, VerdictCommitment, VerdictDomain,
     VerdictEnvelopeV1,
 };
@@ -63,6 +63,14 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_WAITING_ORIGINS: usize = 16;
 /// Seconds past `resolveDeadline` (chain time) after which a dispute is expired.
 const EXPIRY_GRACE_SECS: u64 = 60;
+/// Distinct commitments kept per signer and dispute (commitments are not
+/// signed, so a peer can forge some; the real one is kept among them unless
+/// this many forgeries came first).
+const MAX_COMMITS_PER_SIGNER: usize = 4;
+/// Without a certificate this many commit windows after entering the reveal
+/// phase, every verified reveal counts (a committer that crashed before
+/// revealing would otherwise stall the deal until it times out).
+const REVEAL_FALLBACK_WINDOWS: u32 = 3;
 
 /// Where a gossip message came from (to report its validation result).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,6 +197,36 @@ pub struct DisputeView {
     pub last_error: Option<String>,
     /// What this node's RPC says of the deal's anchor block.
     pub anchor: Option<AnchorStatus>,
+    /// Commit-reveal state (when the network has it on).
+    pub commit_reveal: Option<CommitReveal>,
+}
+
+/// Commit-reveal of partials for one dispute, as this node saw it.
+///
+/// A signer first gossips a [`PartialCommit`], and its partial only when the
+/// commit phase closes: commitments from at least the threshold stake were
+/// seen, or `window_ms` passed since its own commitment, or a verified
+/// reveal arrived. This node *enters the reveal phase* at the first verified
+/// reveal (its own included); from then on a commitment is late. A revealed
+/// partial counts towards this node's certificate only if its commitment
+/// came before that, so a node that copies a revealed partial instead of
+/// replaying is not in honest nodes' certificates and is not paid.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CommitReveal {
+    /// The commit phase timeout after the node's own commitment.
+    pub window_ms: u64,
+    /// Commitments that arrived before the reveal phase, by signer.
+    pub committed: BTreeMap<u32, Vec<B256>>,
+    /// Signers whose (first) commitment arrived in the reveal phase.
+    pub late: Vec<u32>,
+    /// Whether this node has gossiped its partial (the reveal).
+    pub revealed: bool,
+    /// Milliseconds from first seeing the dispute to the reveal phase.
+    pub reveal_phase_ms: Option<u64>,
+    /// Verified reveals that do not count (no timely commitment).
+    pub uncounted: Vec<u32>,
+    /// Whether the fallback counted every reveal (no certificate in time).
+    pub fallback: bool,
 }
 
 /// A deal's EVM anchor block, as the anchor document names it.
@@ -546,6 +584,17 @@ struct Dispute {
     submitting: bool,
     last_publish: Instant,
     finished_at: Option<Instant>,
+    /// Commit-reveal: the commit window (None: off for this dispute).
+    reveal_window: Option<Duration>,
+    /// When this node gossiped its own commitment.
+    own_commit_at: Option<Instant>,
+    /// When this node entered the reveal phase.
+    reveal_phase_at: Option<Instant>,
+    /// Verified reveals not counted, for the fallback.
+    uncounted: Vec<SignedVerdict>,
+    /// (digest, signer) of reveals verified (counted or not): a re-gossiped
+    /// copy is not verified again.
+    reveals_verified: HashSet<(B256, u32)>,
 }
 
 impl Dispute {
@@ -569,6 +618,7 @@ impl Dispute {
                 settlement_ms: None,
                 last_error: None,
                 anchor: None,
+                commit_reveal: None,
             },
             info,
             seen: now,
@@ -584,7 +634,20 @@ impl Dispute {
             submitting: false,
             last_publish: now,
             finished_at: None,
+            reveal_window: None,
+            own_commit_at: None,
+            reveal_phase_at: None,
+            uncounted: Vec::new(),
+            reveals_verified: HashSet::new(),
         }
+    }
+
+    /// Turns commit-reveal on for this dispute.
+    fn with_reveal(mut self, window: Option<Duration>) -> Self {
+        self.reveal_window = window;
+        self.view.commit_reveal =
+            window.map(|w| CommitReveal { window_ms: w.as_millis() as u64, ..Default::default() });
+        self
     }
 
     fn operational(&mut self, reason: String, now: Instant) {
@@ -659,6 +722,12 @@ pub struct Engine {
     slashes: Vec<SlashTask>,
     /// A partial of this node's key it did not make: (deal, epoch, signer).
     doppelganger: Option<(B256, u64, u32)>,
+    /// The network's commit-reveal window (the registry's `commitRevealMs`),
+    /// pinned by each dispute when this node starts it.
+    commit_reveal: Option<Duration>,
+    /// Commitments for disputes not started here yet (bounded like `buffered`).
+    early_commits: HashMap<B256, Vec<(PartialCommit, Option<Origin>, Instant)>>,
+    early_commits_len: usize,
     process_at: Option<Instant>,
     actions: VecDeque<Action>,
 }
@@ -702,6 +771,9 @@ impl Engine {
             slashed: HashSet::new(),
             slashes: Vec::new(),
             doppelganger: None,
+            commit_reveal: None,
+            early_commits: HashMap::new(),
+            early_commits_len: 0,
             process_at: None,
             actions: VecDeque::new(),
         }
@@ -714,6 +786,21 @@ impl Engine {
         debug_assert!(self.committees.is_empty(), "serve escrows before loading committees");
         self.conflicts.insert(domain.verifying_contract, ConflictDetector::new(domain.clone()));
         self.domains.insert(domain.verifying_contract, domain);
+    }
+
+    /// The network's commit-reveal setting (the registry's `commitRevealMs`,
+    /// `None` for 0: off). Disputes started from now on use it; a dispute
+    /// keeps the setting it started with.
+    pub fn set_commit_reveal(&mut self, window: Option<Duration>) {
+        if self.commit_reveal != window {
+            info!(target: "node", ?window, "commit-reveal setting");
+        }
+        self.commit_reveal = window;
+    }
+
+    /// The commit-reveal setting new disputes use.
+    pub fn commit_reveal(&self) -> Option<Duration> {
+        self.commit_reveal
     }
 
     /// A partial of this node's key it did not make, once seen (deal,
@@ -898,7 +985,7 @@ impl Engine {
             warn!(target: "node", deal = %deal_id, escrow = %info.escrow, "stored dispute of an escrow this node no longer serves: not restored");
             return;
         };
-        let mut d = Dispute::new(info, now);
+        let mut d = Dispute::new(info, now).with_reveal(self.commit_reveal);
         let me = self.my_index(d.info.epoch);
         for p in &partials {
             if Some(p.signer_index) == me && d.own.is_none() && p.epoch == d.info.epoch {
@@ -907,7 +994,25 @@ impl Engine {
                 d.view.own_signature = Some(Bytes::copy_from_slice(&p.signature));
                 d.view.phase = Phase::Signed;
                 d.own = Some(p.clone());
-                self.push(Action::Publish(Gossip::Verdict(p.clone())));
+                if d.reveal_window.is_some() {
+                    // The same commitment again (BLS signing is deterministic);
+                    // revealed when the commit phase closes.
+                    d.own_commit_at = Some(now);
+                    self.push(Action::Publish(Gossip::Commit(PartialCommit::of(p))));
+                } else {
+                    self.push(Action::Publish(Gossip::Verdict(p.clone())));
+                }
+            }
+        }
+        if let Some(cr) = d.view.commit_reveal.as_mut() {
+            // Stored partials were counted before the restart: their
+            // commitments were in time.
+            for p in &partials {
+                let c = PartialCommit::of(p);
+                let list = cr.committed.entry(c.signer_index).or_default();
+                if !list.contains(&c.commit) {
+                    list.push(c.commit);
+                }
             }
         }
         if let Some(qc) = certificate {
@@ -977,6 +1082,12 @@ impl Engine {
         match gossip {
             Gossip::Dispute(a) => self.on_announcement(a, origin),
             Gossip::Verdict(p) => self.queue_partial(p, Some(origin), now),
+            Gossip::Commit(c) => {
+                let acceptance = self.on_commit(c, Some(origin.clone()), now);
+                if let Some(acceptance) = acceptance {
+                    self.report(origin, Topic::Commits, acceptance);
+                }
+            }
             Gossip::Certificate(c) => {
                 let acceptance = match QuorumCertificate::from_wire(&c) {
                     Err(e) => {
@@ -1234,7 +1345,8 @@ impl Engine {
         }
         self.load_committee(info.epoch);
         self.push(Action::Publish(Gossip::Dispute(info.clone())));
-        self.disputes.insert(deal_id, Dispute::new(info, now));
+        self.disputes.insert(deal_id, Dispute::new(info, now).with_reveal(self.commit_reveal));
+        self.release_early_commits(&deal_id, now);
         self.release_buffered(&deal_id, now);
         self.advance(deal_id, now);
     }
@@ -1423,8 +1535,260 @@ impl Engine {
             d.view.phase = if d.certificate.is_some() { Phase::Certified } else { Phase::Signed };
         }
         d.last_publish = now;
+        if d.reveal_window.is_some() && d.own.as_ref() == Some(&partial) {
+            // Commit now; the partial itself once the commit phase closes.
+            if d.own_commit_at.is_none() {
+                d.own_commit_at = Some(now);
+                let commit = PartialCommit::of(&partial);
+                if d.reveal_phase_at.is_none() {
+                    if let Some(cr) = d.view.commit_reveal.as_mut() {
+                        let list = cr.committed.entry(commit.signer_index).or_default();
+                        if !list.contains(&commit.commit) {
+                            list.push(commit.commit);
+                        }
+                    }
+                }
+                debug!(target: "pipeline", deal = %deal_id, commit = %commit.commit, "committed to the partial");
+                self.push(Action::Publish(Gossip::Commit(commit)));
+            }
+            self.maybe_reveal(deal_id, now);
+            return;
+        }
         self.push(Action::Publish(Gossip::Verdict(partial.clone())));
         self.queue_partial(partial, None, now);
+    }
+
+    // ------------------------------------------------------------ commit-reveal
+
+    /// Gossips this node's partial if it committed and the commit phase
+    /// closed: the reveal phase began, the committed stake reached the
+    /// threshold, or the window since its own commitment passed.
+    fn maybe_reveal(&mut self, deal_id: B256, now: Instant) {
+        let Some(d) = self.disputes.get(&deal_id) else { return };
+        let (Some(window), Some(at), Some(own), Some(cr)) =
+            (d.reveal_window, d.own_commit_at, d.own.as_ref(), d.view.commit_reveal.as_ref())
+        else {
+            return;
+        };
+        if cr.revealed || d.view.phase.is_final() {
+            return;
+        }
+        let why = if d.reveal_phase_at.is_some() {
+            "a reveal was seen"
+        } else if self.committed_stake_met(d) {
+            "commitments from the threshold stake"
+        } else if now >= at + window {
+            "commit window passed"
+        } else {
+            return;
+        };
+        let own = own.clone();
+        if let Some(d) = self.disputes.get_mut(&deal_id) {
+            if let Some(cr) = d.view.commit_reveal.as_mut() {
+                cr.revealed = true;
+            }
+            d.last_publish = now;
+        }
+        info!(target: "pipeline", deal = %deal_id, why, "revealing the partial");
+        self.push(Action::Publish(Gossip::Verdict(own.clone())));
+        self.queue_partial(own, None, now);
+    }
+
+    /// Whether the signers that committed in time hold the threshold stake.
+    fn committed_stake_met(&self, d: &Dispute) -> bool {
+        let (Some(committee), Some(cr)) =
+            (self.committees.get(&d.info.epoch), d.view.commit_reveal.as_ref())
+        else {
+            return false;
+        };
+        let stake = cr
+            .committed
+            .keys()
+            .filter_map(|i| committee.member(*i).ok())
+            .fold(alloy_primitives::U256::ZERO, |sum, m| sum + m.stake);
+        committee.meets_threshold(stake)
+    }
+
+    /// A commitment to a partial, gossiped (`origin`) or released from the
+    /// early buffer. `None`: held (reported when released or dropped).
+    fn on_commit(
+        &mut self,
+        c: PartialCommit,
+        origin: Option<Origin>,
+        now: Instant,
+    ) -> Option<MessageAcceptance> {
+        let deal_id = c.deal_id;
+        if c.epoch == 0 {
+            return Some(MessageAcceptance::Reject);
+        }
+        let Some(d) = self.disputes.get_mut(&deal_id) else {
+            if self.finished.contains(&deal_id) {
+                return Some(MessageAcceptance::Ignore);
+            }
+            // Not started here yet: held like an early partial.
+            if self.early_commits_len >= self.cfg.max_buffered_partials {
+                self.metrics.dropped_partials.inc();
+                return Some(MessageAcceptance::Ignore);
+            }
+            self.early_commits_len += 1;
+            let until = now + self.cfg.buffer_ttl;
+            self.early_commits.entry(deal_id).or_default().push((c, origin, until));
+            return None;
+        };
+        if d.view.phase.is_final() {
+            return Some(MessageAcceptance::Ignore);
+        }
+        if c.epoch != d.info.epoch {
+            if let Some(o) = &origin {
+                warn!(target: "p2p", peer = %o.peer, deal = %deal_id, epoch = c.epoch, "rejecting commitment: not the dispute's pinned epoch");
+            }
+            return Some(MessageAcceptance::Reject);
+        }
+        if d.reveal_window.is_none() {
+            // Commit-reveal is off here (a node with another setting).
+            return Some(MessageAcceptance::Ignore);
+        }
+        if let Some(committee) = self.committees.get(&c.epoch) {
+            if committee.member(c.signer_index).is_err() {
+                if let Some(o) = &origin {
+                    warn!(target: "p2p", peer = %o.peer, deal = %deal_id, signer = c.signer_index, "rejecting commitment of a non-member");
+                }
+                return Some(MessageAcceptance::Reject);
+            }
+        }
+        let entered = d.reveal_phase_at.is_some();
+        let cr = d.view.commit_reveal.as_mut()?;
+        if entered {
+            let known = cr.committed.get(&c.signer_index).is_some_and(|l| l.contains(&c.commit));
+            if !known && !cr.late.contains(&c.signer_index) {
+                cr.late.push(c.signer_index);
+                cr.late.sort_unstable();
+                Metrics::count(&self.metrics.commit_reveal, "late_commit");
+                info!(target: "pipeline", deal = %deal_id, signer = c.signer_index, "commitment arrived in the reveal phase: its partial will not count");
+            }
+            return Some(if known { MessageAcceptance::Ignore } else { MessageAcceptance::Accept });
+        }
+        let list = cr.committed.entry(c.signer_index).or_default();
+        if list.contains(&c.commit) || list.len() >= MAX_COMMITS_PER_SIGNER {
+            return Some(MessageAcceptance::Ignore);
+        }
+        list.push(c.commit);
+        self.maybe_reveal(deal_id, now);
+        Some(MessageAcceptance::Accept)
+    }
+
+    fn release_early_commits(&mut self, deal_id: &B256, now: Instant) {
+        for (c, origin, _) in self.early_commits.remove(deal_id).unwrap_or_default() {
+            self.early_commits_len -= 1;
+            let acceptance = self.on_commit(c, None, now);
+            if let (Some(origin), Some(acceptance)) = (origin, acceptance) {
+                self.report(origin, Topic::Commits, acceptance);
+            }
+        }
+    }
+
+    /// A verified reveal of a commit-reveal dispute: enters the reveal phase
+    /// (the first one), and counts it if its commitment came in time.
+    fn on_verified_reveal(&mut self, p: &SignedVerdict, digest: B256, now: Instant) {
+        let deal_id = p.commitment.deal_id;
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        if d.reveal_window.is_none() || !d.reveals_verified.insert((digest, p.signer_index)) {
+            return;
+        }
+        let entered_now = d.reveal_phase_at.is_none();
+        if entered_now {
+            d.reveal_phase_at = Some(now);
+        }
+        let seen = d.seen;
+        let own = d.own.as_ref() == Some(p);
+        let escrow = d.info.escrow;
+        let Some(cr) = d.view.commit_reveal.as_mut() else { return };
+        if entered_now {
+            cr.reveal_phase_ms = Some(now.saturating_duration_since(seen).as_millis() as u64);
+            info!(target: "pipeline", deal = %deal_id, committed = cr.committed.len(), "reveal phase");
+        }
+        let commit = PartialCommit::of(p).commit;
+        let counted = own
+            || cr.fallback
+            || cr.committed.get(&p.signer_index).is_some_and(|l| l.contains(&commit));
+        if counted {
+            if !own {
+                self.actions.push_back(Action::PersistPartial(p.clone()));
+            }
+            let qc = self.builders.get_mut(&(escrow, p.epoch)).and_then(|b| b.count_verified(p));
+            if let Some(qc) = qc {
+                self.on_certificate(qc, true, now);
+            }
+        } else {
+            if !cr.uncounted.contains(&p.signer_index) {
+                cr.uncounted.push(p.signer_index);
+                cr.uncounted.sort_unstable();
+            }
+            d.uncounted.push(p.clone());
+            Metrics::count(&self.metrics.commit_reveal, "uncounted_reveal");
+            info!(target: "pipeline", deal = %deal_id, signer = p.signer_index, "reveal without a timely commitment: not counted");
+        }
+        if entered_now {
+            self.maybe_reveal(deal_id, now);
+        }
+    }
+
+    /// Commit-reveal timers: own reveals whose window passed, and the
+    /// fallback for disputes stuck without a certificate in the reveal phase.
+    fn reveal_timers(&mut self, now: Instant) {
+        let mut reveal = Vec::new();
+        let mut fallback = Vec::new();
+        for (id, d) in &self.disputes {
+            let (Some(window), Some(cr)) = (d.reveal_window, d.view.commit_reveal.as_ref()) else {
+                continue;
+            };
+            if d.view.phase.is_final() {
+                continue;
+            }
+            if !cr.revealed && d.own_commit_at.is_some_and(|t| now >= t + window) {
+                reveal.push(*id);
+            }
+            let stuck =
+                d.reveal_phase_at.is_some_and(|t| now >= t + window * REVEAL_FALLBACK_WINDOWS);
+            if stuck && d.certificate.is_none() && !cr.fallback {
+                fallback.push(*id);
+            }
+        }
+        for id in reveal {
+            self.maybe_reveal(id, now);
+        }
+        for id in fallback {
+            let Some(d) = self.disputes.get_mut(&id) else { continue };
+            let Some(cr) = d.view.commit_reveal.as_mut() else { continue };
+            cr.fallback = true;
+            let escrow = d.info.escrow;
+            let late = std::mem::take(&mut d.uncounted);
+            Metrics::count(&self.metrics.commit_reveal, "fallback");
+            warn!(target: "pipeline", deal = %id, uncounted = late.len(), "no certificate in the reveal phase: counting every verified reveal");
+            for p in late {
+                self.actions.push_back(Action::PersistPartial(p.clone()));
+                let qc =
+                    self.builders.get_mut(&(escrow, p.epoch)).and_then(|b| b.count_verified(&p));
+                if let Some(qc) = qc {
+                    self.on_certificate(qc, true, now);
+                }
+            }
+        }
+    }
+
+    /// Fault injection (`byzantine = lazy`): sign `p`'s commitment as this
+    /// node's own, without replaying.
+    #[cfg(feature = "fault-injection")]
+    pub fn copy_partial(&mut self, p: &SignedVerdict) {
+        let deal_id = p.commitment.deal_id;
+        let Some(d) = self.disputes.get(&deal_id) else { return };
+        let (escrow, epoch) = (d.info.escrow, d.info.epoch);
+        if d.own.is_some() || p.epoch != epoch {
+            return;
+        }
+        if let Some(index) = self.my_index(epoch) {
+            self.push(Action::Sign { deal_id, escrow, commitment: p.commitment, epoch, index });
+        }
     }
 
     /// Slashing protection refused to sign (a different commitment was signed
@@ -1445,6 +1809,12 @@ impl Engine {
             self.buffered_len -= 1;
             if let Some(origin) = b.origin {
                 self.report(origin, Topic::Verdicts, MessageAcceptance::Ignore);
+            }
+        }
+        for (_, origin, _) in self.early_commits.remove(deal_id).unwrap_or_default() {
+            self.early_commits_len -= 1;
+            if let Some(origin) = origin {
+                self.report(origin, Topic::Commits, MessageAcceptance::Ignore);
             }
         }
     }
@@ -1500,7 +1870,15 @@ impl Engine {
             // The dispute's committee is still loading.
             return self.buffer(p, origin, now);
         };
-        match builder.on_partial(&p) {
+        let reveal = self.disputes.get(&deal_id).map(|d| {
+            (d.reveal_window.is_some(), d.reveals_verified.contains(&(digest, p.signer_index)))
+        });
+        let queued = match reveal {
+            Some((true, true)) => Ok(Queued::Duplicate),
+            Some((true, false)) => builder.on_partial_uncounted(&p),
+            _ => builder.on_partial(&p),
+        };
+        match queued {
             Ok(Queued::New) => {
                 self.process_at.get_or_insert(now + BATCH_WINDOW);
                 let key = (digest, p.signer_index);
@@ -1580,10 +1958,14 @@ impl Engine {
                             list.push(signer);
                             list.sort_unstable();
                         }
-                        if d.own.as_ref().is_none_or(|o| o.signer_index != signer) {
+                        // (With commit-reveal, persisted once counted.)
+                        if d.reveal_window.is_none()
+                            && d.own.as_ref().is_none_or(|o| o.signer_index != signer)
+                        {
                             self.actions.push_back(Action::PersistPartial(p.clone()));
                         }
                     }
+                    self.on_verified_reveal(&p, digest, now);
                     let escrow = self.disputes.get(&p.commitment.deal_id).map(|d| d.info.escrow);
                     if let (Some(escrow), Ok(sig)) =
                         (escrow, Signature::from_compressed(&p.signature))
@@ -1966,6 +2348,7 @@ impl Engine {
                 self.push(Action::PersistDispute(Box::new(info), DisputeStatus::Expired));
             }
         }
+        self.reveal_timers(now);
         // Submissions and slashings.
         if self.cfg.submits {
             let mut submit = Vec::new();
@@ -1997,7 +2380,11 @@ impl Engine {
                 && now.saturating_duration_since(d.last_publish) >= republish
             {
                 d.last_publish = now;
-                again.extend(d.own.clone().map(Gossip::Verdict));
+                let unrevealed = d.view.commit_reveal.as_ref().is_some_and(|cr| !cr.revealed);
+                match &d.own {
+                    Some(own) if unrevealed => again.push(Gossip::Commit(PartialCommit::of(own))),
+                    own => again.extend(own.clone().map(Gossip::Verdict)),
+                }
                 again.extend(d.extra.iter().cloned().map(Gossip::Verdict));
                 again.extend(
                     d.certificate.as_ref().map(|c| Gossip::Certificate(Box::new(c.to_wire()))),
@@ -2020,6 +2407,21 @@ impl Engine {
         self.buffered_len = self.buffered.values().map(Vec::len).sum();
         for origin in stale {
             self.report(origin, Topic::Verdicts, MessageAcceptance::Ignore);
+        }
+        let mut stale = Vec::new();
+        for list in self.early_commits.values_mut() {
+            list.retain_mut(|(_, origin, until)| {
+                if now < *until {
+                    return true;
+                }
+                stale.extend(origin.take());
+                false
+            });
+        }
+        self.early_commits.retain(|_, l| !l.is_empty());
+        self.early_commits_len = self.early_commits.values().map(Vec::len).sum();
+        for origin in stale {
+            self.report(origin, Topic::Commits, MessageAcceptance::Ignore);
         }
         // Eviction of disputes finished long enough ago.
         let retain = self.cfg.retain_settled;

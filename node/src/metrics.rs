@@ -59,6 +59,8 @@ pub struct Metrics {
     pub content_fetches: Family<ResultLabel, Counter>,
     /// Partials dropped because the buffer for unknown epochs was full.
     pub dropped_partials: Counter,
+    /// Commit-reveal events, by result (late_commit / uncounted_reveal / fallback).
+    pub commit_reveal: Family<ResultLabel, Counter>,
     /// Partials waiting for batch verification.
     pub pending_partials: Gauge,
     /// Connected peers.
@@ -127,6 +129,7 @@ impl Default for Metrics {
             equivocations: Counter::default(),
             content_fetches: Family::default(),
             dropped_partials: Counter::default(),
+            commit_reveal: Family::default(),
             pending_partials: Gauge::default(),
             peers: Gauge::default(),
             disputes_in_flight: Gauge::default(),
@@ -177,6 +180,11 @@ impl Default for Metrics {
             "dropped_partials",
             "Partials dropped for a full buffer",
             m.dropped_partials.clone(),
+        );
+        registry.register(
+            "commit_reveal",
+            "Commit-reveal: late commitments, uncounted reveals, fallbacks",
+            m.commit_reveal.clone(),
         );
         registry.register(
             "pending_partials",

@@ -161,7 +161,8 @@ enum Internal {
     },
     Committee {
         epoch: u64,
-        result: Result<Committee, String>,
+        /// The committee and the commit-reveal window read with it.
+        result: Result<(Committee, Option<Duration>), String>,
     },
     AnchorChecked {
         request: Box<ReexecRequestV1>,
@@ -190,6 +191,10 @@ struct Faults {
     byzantine: Option<crate::config::Byzantine>,
     raw_key: Option<resolvd_consensus::SecretKey>,
     crash_armed: bool,
+    /// `byzantine = lazy`: deals waiting for a verified partial to copy.
+    lazy: std::collections::HashSet<B256>,
+    /// `replay_delay_ms`.
+    replay_delay: Duration,
 }
 
 /// How this node signs.
@@ -412,6 +417,8 @@ impl Node {
                 _ => None,
             },
             crash_armed: cfg.fault.crash_after_persist,
+            lazy: std::collections::HashSet::new(),
+            replay_delay: Duration::from_millis(cfg.fault.replay_delay_ms),
         };
         let secret_present = secret.is_some() || remote.is_some();
         let silent_until = (secret_present && cfg.keys.doppelganger_wait_secs > 0).then(|| {
@@ -475,12 +482,14 @@ impl Node {
     async fn restore(&mut self) -> eyre::Result<()> {
         let confirmations = self.cfg.chain.confirmations;
         let chain = self.chain.clone();
-        let (head, at, epoch) = with_retries("reading the current epoch", 10, || async {
+        let (head, at, epoch, reveal) = with_retries("reading the current epoch", 10, || async {
             let c = chain.confirmed(confirmations).await?;
-            Ok((c.head, c.block, chain.current_epoch(Some(c.block)).await?))
+            let epoch = chain.current_epoch(Some(c.block)).await?;
+            Ok((c.head, c.block, epoch, chain.commit_reveal(Some(c.block)).await?))
         })
         .await?;
         self.engine.on_head(head, 0);
+        self.engine.set_commit_reveal(reveal);
         let now = Instant::now();
         // Committees of the restored disputes (and of the current epoch), at
         // the confirmed block; then the disputes themselves.
@@ -680,7 +689,13 @@ impl Node {
                 tokio::spawn(async move {
                     let result = async {
                         let at = chain.confirmed(confirmations).await?.block;
-                        chain.committee(epoch, Some(at)).await
+                        // The network's commit-reveal setting, read with every
+                        // committee (a new epoch picks up a change).
+                        let reveal = chain.commit_reveal(Some(at)).await?;
+                        Ok::<_, crate::chain::ChainError>((
+                            chain.committee(epoch, Some(at)).await?,
+                            reveal,
+                        ))
                     }
                     .await
                     .map_err(|e| e.to_string());
@@ -707,11 +722,25 @@ impl Node {
             Action::Fetch { hash, tag } => self.content.fetch(&mut self.swarm, hash, tag),
             Action::Replay(request) => {
                 let deal_id = request.deal_id;
+                #[cfg(feature = "fault-injection")]
+                if self.faults.byzantine == Some(crate::config::Byzantine::Lazy) {
+                    warn!(target: "fault", deal = %deal_id, "fault.byzantine = lazy: not replaying; copying the first verified partial");
+                    self.faults.lazy.insert(deal_id);
+                    return;
+                }
+                #[cfg(feature = "fault-injection")]
+                let delay = self.faults.replay_delay;
+                #[cfg(not(feature = "fault-injection"))]
+                let delay = Duration::ZERO;
                 let sem = self.replays.clone();
                 let tx = self.tx.clone();
                 let queue = self.shared.metrics.replay_queue.clone();
                 queue.inc();
                 tokio::spawn(async move {
+                    if !delay.is_zero() {
+                        warn!(target: "fault", deal = %deal_id, ?delay, "fault.replay_delay_ms: replaying late");
+                        tokio::time::sleep(delay).await;
+                    }
                     let result = match sem.acquire_owned().await {
                         Ok(_permit) => {
                             tokio::task::spawn_blocking(move || EvmBackend.verdict(&request))
@@ -758,6 +787,11 @@ impl Node {
             Action::PersistPartial(p) => {
                 if let Err(e) = self.store.put_partial(&p) {
                     self.store_error("cannot persist partial", Some(&p.commitment.deal_id), &e);
+                }
+                #[cfg(feature = "fault-injection")]
+                if self.faults.lazy.remove(&p.commitment.deal_id) {
+                    warn!(target: "fault", deal = %p.commitment.deal_id, copied = p.signer_index, "fault.byzantine = lazy: signing a copied commitment");
+                    self.engine.copy_partial(&p);
                 }
             }
             Action::PersistCertificate(qc) => {
@@ -1057,7 +1091,13 @@ impl Node {
             Internal::Confirmed { announcement, source, result } => {
                 self.engine.on_confirmed(*announcement, source, result, now);
             }
-            Internal::Committee { epoch, result } => self.engine.on_committee(epoch, result, now),
+            Internal::Committee { epoch, result } => {
+                let result = result.map(|(committee, reveal)| {
+                    self.engine.set_commit_reveal(reveal);
+                    committee
+                });
+                self.engine.on_committee(epoch, result, now);
+            }
             Internal::AnchorChecked { request, result } => {
                 self.engine.on_anchor_checked(request, result, now)
             }

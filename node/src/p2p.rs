@@ -23,8 +23,8 @@ use libp2p::{
 use resolvd_proto::{
     content_hash,
     wire::{
-        ConflictEvidence, ContentRequest, ContentResponse, DisputeAnnouncement, QuorumCertificate,
-        SignedVerdict, WireMessage, MAX_CONTENT_RESPONSE_LEN, MAX_GOSSIP_LEN,
+        ConflictEvidence, ContentRequest, ContentResponse, DisputeAnnouncement, PartialCommit,
+        QuorumCertificate, SignedVerdict, WireMessage, MAX_CONTENT_RESPONSE_LEN, MAX_GOSSIP_LEN,
     },
     WireError,
 };
@@ -43,6 +43,8 @@ pub enum Topic {
     Disputes,
     /// Partial signatures (`SignedVerdict`).
     Verdicts,
+    /// Commitments to partials (`PartialCommit`), when commit-reveal is on.
+    Commits,
     /// `QuorumCertificate`s.
     Certificates,
     /// `ConflictEvidence`.
@@ -51,13 +53,15 @@ pub enum Topic {
 
 impl Topic {
     /// Every topic.
-    pub const ALL: [Self; 4] = [Self::Disputes, Self::Verdicts, Self::Certificates, Self::Evidence];
+    pub const ALL: [Self; 5] =
+        [Self::Disputes, Self::Verdicts, Self::Commits, Self::Certificates, Self::Evidence];
 
     /// The gossipsub topic.
     pub fn ident(self) -> IdentTopic {
         IdentTopic::new(match self {
             Self::Disputes => "resolvd/v1/disputes",
             Self::Verdicts => "resolvd/v1/verdicts",
+            Self::Commits => "resolvd/v1/commits",
             Self::Certificates => "resolvd/v1/certificates",
             Self::Evidence => "resolvd/v1/evidence",
         })
@@ -68,6 +72,7 @@ impl Topic {
         match self {
             Self::Disputes => "disputes",
             Self::Verdicts => "verdicts",
+            Self::Commits => "commits",
             Self::Certificates => "certificates",
             Self::Evidence => "evidence",
         }
@@ -86,6 +91,8 @@ pub enum Gossip {
     Dispute(DisputeAnnouncement),
     /// On `Verdicts`.
     Verdict(SignedVerdict),
+    /// On `Commits`.
+    Commit(PartialCommit),
     /// On `Certificates`.
     Certificate(Box<QuorumCertificate>),
     /// On `Evidence`.
@@ -98,6 +105,7 @@ impl Gossip {
         Ok(match topic {
             Topic::Disputes => Self::Dispute(DisputeAnnouncement::decode_wire(data)?),
             Topic::Verdicts => Self::Verdict(SignedVerdict::decode_wire(data)?),
+            Topic::Commits => Self::Commit(PartialCommit::decode_wire(data)?),
             Topic::Certificates => {
                 Self::Certificate(Box::new(QuorumCertificate::decode_wire(data)?))
             }
@@ -110,6 +118,7 @@ impl Gossip {
         match self {
             Self::Dispute(m) => (Topic::Disputes, m.encode_wire()),
             Self::Verdict(m) => (Topic::Verdicts, m.encode_wire()),
+            Self::Commit(m) => (Topic::Commits, m.encode_wire()),
             Self::Certificate(m) => (Topic::Certificates, m.encode_wire()),
             Self::Evidence(m) => (Topic::Evidence, m.encode_wire()),
         }

@@ -256,6 +256,80 @@ impl WireMessage for SignedVerdict {
     }
 }
 
+/// Domain prefix of [`partial_commit`].
+pub const PARTIAL_COMMIT_DOMAIN: &[u8] = b"resolvd/v1/partial-commit";
+
+/// The commitment to a partial gossiped before the partial itself:
+/// `SHA-256("resolvd/v1/partial-commit" || epoch_be8 || signer_index_be4 || signature)`.
+/// The signature already binds the deal and the escrow (it is over the
+/// EIP-712 digest), and BLS signing is deterministic, so a node that
+/// re-signs after a crash recomputes the same commitment.
+pub fn partial_commit(epoch: u64, signer_index: u32, signature: &SignatureBytes) -> B256 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(PARTIAL_COMMIT_DOMAIN)
+        .chain_update(epoch.to_be_bytes())
+        .chain_update(signer_index.to_be_bytes())
+        .chain_update(signature)
+        .finalize();
+    B256::from_slice(&digest)
+}
+
+/// A resolver's commitment to its partial ([`partial_commit`]), gossiped while
+/// the commit phase of a dispute is open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PartialCommit {
+    /// The deal.
+    pub deal_id: B256,
+    /// The committee epoch the signer belongs to.
+    pub epoch: u64,
+    /// The signer's index in that epoch.
+    pub signer_index: u32,
+    /// [`partial_commit`] of the partial.
+    pub commit: B256,
+}
+
+impl PartialCommit {
+    /// The commitment to `p`.
+    pub fn of(p: &SignedVerdict) -> Self {
+        Self {
+            deal_id: p.commitment.deal_id,
+            epoch: p.epoch,
+            signer_index: p.signer_index,
+            commit: partial_commit(p.epoch, p.signer_index, &p.signature),
+        }
+    }
+
+    /// Whether `p` is the partial this commits to.
+    pub fn opens_to(&self, p: &SignedVerdict) -> bool {
+        *self == Self::of(p)
+    }
+}
+
+impl WireMessage for PartialCommit {
+    const NAME: &'static str = "PartialCommit";
+    const MAX_LEN: usize = 256;
+    type Proto = pb::PartialCommit;
+
+    fn from_proto(p: Self::Proto) -> Result<Self, WireError> {
+        Ok(Self {
+            deal_id: b256(Self::NAME, "deal_id", &p.deal_id)?,
+            epoch: p.epoch,
+            signer_index: p.signer_index,
+            commit: b256(Self::NAME, "commit", &p.commit)?,
+        })
+    }
+
+    fn to_proto(&self) -> Self::Proto {
+        pb::PartialCommit {
+            deal_id: self.deal_id.to_vec(),
+            epoch: self.epoch,
+            signer_index: self.signer_index,
+            commit: self.commit.to_vec(),
+        }
+    }
+}
+
 /// A quorum certificate: all members of `epoch` signed except `non_signer_indices`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuorumCertificate {

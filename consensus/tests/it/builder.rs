@@ -68,6 +68,40 @@ fn certificate_once_threshold_is_reached() {
 }
 
 #[test]
+fn uncounted_partials_are_verified_but_join_only_when_counted() {
+    let c = committee(4, &[1], DEFAULT_THRESHOLD_BPS);
+    let mut b = CertificateBuilder::new(c.clone(), domain());
+    let cm = commitment(9, ReexecVerdict::Reproduced);
+    let digest = cm.eip712_digest(&domain());
+    for i in 0..4 {
+        assert_eq!(b.on_partial_uncounted(&partial(i, &cm)).unwrap(), Queued::New);
+    }
+    let mut bad = partial(3, &commitment(9, ReexecVerdict::Failed));
+    bad.signature = partial(2, &bad.commitment).signature;
+    b.on_partial_uncounted(&bad).unwrap();
+    let events = b.process(&SEED);
+    // Verified (4) and invalid (1) are reported; nothing counts, no certificate.
+    let verified = events.iter().filter(|e| matches!(e, BuilderEvent::Verified { .. })).count();
+    assert_eq!(verified, 4);
+    assert!(events.iter().any(|e| matches!(e, BuilderEvent::Invalid { signer: 3, .. })));
+    assert!(certificates(&events).is_empty());
+    assert_eq!(b.signed_stake(&digest), U256::ZERO);
+    // Counted one by one: the third reaches 3 of 4 and yields the certificate.
+    assert!(b.count_verified(&partial(0, &cm)).is_none());
+    assert!(b.count_verified(&partial(0, &cm)).is_none(), "counting twice adds nothing");
+    assert!(b.count_verified(&partial(2, &cm)).is_none());
+    assert_eq!(b.signed_stake(&digest), U256::from(2));
+    let qc = b.count_verified(&partial(3, &cm)).expect("threshold reached");
+    assert_eq!(qc.non_signers, vec![1]);
+    assert_eq!(qc.verify(&c, &domain()).unwrap(), U256::from(3));
+    assert!(b.count_verified(&partial(1, &cm)).is_none(), "emitted once");
+    // A non-member is ignored.
+    let mut foreign = partial(0, &cm);
+    foreign.signer_index = 99;
+    assert!(b.count_verified(&foreign).is_none());
+}
+
+#[test]
 fn invalid_partials_are_reported_and_not_counted() {
     let c = committee(5, &[1], DEFAULT_THRESHOLD_BPS);
     let mut b = CertificateBuilder::new(c, domain());

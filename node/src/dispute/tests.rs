@@ -1014,3 +1014,195 @@ fn a_reorged_out_settlement_reopens_submission() {
     rig.engine.on_tick(rig.now);
     assert!(rig.drain().iter().any(|x| matches!(x, Action::Submit { .. })), "resubmitted");
 }
+
+// ------------------------------------------------------------ commit-reveal
+
+const WINDOW: Duration = Duration::from_millis(2_000);
+
+fn commit_rig(me: usize) -> Rig {
+    let mut rig = Rig::new(Some(me));
+    rig.engine.set_commit_reveal(Some(WINDOW));
+    rig
+}
+
+fn gossip_commit(rig: &mut Rig, p: &SignedVerdict, o: Origin) -> Vec<Action> {
+    rig.engine.on_gossip(o, Gossip::Commit(PartialCommit::of(p)), rig.now);
+    rig.drain()
+}
+
+fn published_verdicts(actions: &[Action]) -> Vec<u32> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Publish(Gossip::Verdict(p)) => Some(p.signer_index),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn commit_reveal_commits_first_reveals_at_threshold_and_counts_only_timely_commitments() {
+    let mut rig = commit_rig(0);
+    let a = announcement(1);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    // Signed: the commitment is gossiped, the partial is not.
+    let actions = rig.drain();
+    assert!(
+        matches!(&actions[..], [Action::Publish(Gossip::Commit(c))] if *c == PartialCommit::of(&own)),
+        "{actions:?}"
+    );
+    let c = own.commitment;
+    let (p1, p2, lazy) = (partial(1, EPOCH, c), partial(2, EPOCH, c), partial(3, EPOCH, c));
+    // Signer 1 commits: 2 of 4 committed, below the threshold: no reveal yet.
+    let actions = gossip_commit(&mut rig, &p1, origin(1));
+    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Accept)]);
+    assert!(published_verdicts(&actions).is_empty());
+    // A commitment of a non-member is rejected; a repeat is ignored.
+    let mut foreign = PartialCommit::of(&p1);
+    foreign.signer_index = 9;
+    rig.engine.on_gossip(origin(9), Gossip::Commit(foreign), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Commits, MessageAcceptance::Reject)]);
+    let actions = gossip_commit(&mut rig, &p1, origin(11));
+    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Ignore)]);
+    // Signer 2 commits: 3 of 4 reach the threshold: this node reveals.
+    let actions = gossip_commit(&mut rig, &p2, origin(2));
+    assert_eq!(published_verdicts(&actions), vec![0]);
+    // Its own reveal verifies: the node is in the reveal phase.
+    let actions = rig.batch();
+    assert!(certificate_of(&actions).is_none());
+    let cr = rig.engine.view(&a.deal_id).unwrap().commit_reveal.clone().unwrap();
+    assert!(cr.revealed && cr.reveal_phase_ms.is_some());
+    assert_eq!(cr.committed.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
+    // The lazy signer 3 copies the revealed commitment: its commitment is late.
+    let actions = gossip_commit(&mut rig, &lazy, origin(3));
+    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Accept)]);
+    rig.gossip_partial(lazy.clone(), origin(13));
+    rig.gossip_partial(p1.clone(), origin(21));
+    let actions = rig.batch();
+    // Both verify (accepted: a late reveal is not invalid), neither certifies
+    // alone with signer 0: 0 + 1 counted = 2 of 4.
+    assert_eq!(
+        reports(&actions),
+        vec![
+            (Topic::Verdicts, MessageAcceptance::Accept),
+            (Topic::Verdicts, MessageAcceptance::Accept)
+        ]
+    );
+    assert!(certificate_of(&actions).is_none(), "the lazy reveal must not count");
+    let cr = rig.engine.view(&a.deal_id).unwrap().commit_reveal.clone().unwrap();
+    assert_eq!(cr.late, vec![3]);
+    assert_eq!(cr.uncounted, vec![3]);
+    // Signer 2's timely reveal completes the certificate without signer 3.
+    rig.gossip_partial(p2, origin(22));
+    let qc = certificate_of(&rig.batch()).expect("certificate");
+    assert_eq!(qc.non_signers, vec![3]);
+    // The fallback never runs once a certificate exists.
+    rig.later(WINDOW * (REVEAL_FALLBACK_WINDOWS + 1));
+    rig.engine.on_tick(rig.now);
+    rig.drain();
+    assert!(!rig.engine.view(&a.deal_id).unwrap().commit_reveal.as_ref().unwrap().fallback);
+    // Re-gossip after the reveal sends the partial, not the commitment.
+    rig.later(EngineConfig::default().republish);
+    rig.engine.on_tick(rig.now);
+    assert!(published_verdicts(&rig.drain()).contains(&0));
+}
+
+#[test]
+fn commit_reveal_reveals_after_the_window_and_falls_back_when_stuck() {
+    let cfg = EngineConfig { republish: WINDOW / 4, ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    rig.engine.set_commit_reveal(Some(WINDOW));
+    let a = announcement(2);
+    let own = rig.sign_through(&a, ReexecVerdict::Failed);
+    rig.drain();
+    let c = own.commitment;
+    // Nobody else commits in time: re-gossip before the reveal sends the
+    // commitment again, not the partial...
+    rig.later(WINDOW / 2);
+    rig.engine.on_tick(rig.now);
+    let actions = rig.drain();
+    assert!(actions.iter().any(|x| matches!(x, Action::Publish(Gossip::Commit(_)))), "{actions:?}");
+    assert!(published_verdicts(&actions).is_empty(), "not before the window");
+    // ... and the node reveals when its window passes.
+    rig.later(WINDOW / 2);
+    rig.engine.on_tick(rig.now);
+    assert_eq!(published_verdicts(&rig.drain()), vec![0], "window passed: revealed");
+    rig.batch();
+    // Late commitments and reveals of 1 and 2: uncounted, no certificate...
+    for s in [1, 2] {
+        let p = partial(s, EPOCH, c);
+        gossip_commit(&mut rig, &p, origin(s as u8));
+        rig.gossip_partial(p, origin(10 + s as u8));
+    }
+    assert!(certificate_of(&rig.batch()).is_none());
+    assert_eq!(
+        rig.engine.view(&a.deal_id).unwrap().commit_reveal.as_ref().unwrap().uncounted,
+        vec![1, 2]
+    );
+    // ... until the fallback counts every verified reveal.
+    rig.later(WINDOW * REVEAL_FALLBACK_WINDOWS);
+    rig.engine.on_tick(rig.now);
+    let qc = certificate_of(&rig.drain()).expect("fallback certificate");
+    assert_eq!(qc.non_signers, vec![3]);
+    assert!(rig.engine.view(&a.deal_id).unwrap().commit_reveal.as_ref().unwrap().fallback);
+}
+
+#[test]
+fn commit_reveal_holds_early_commitments_and_restores_the_same_commitment() {
+    let mut rig = commit_rig(0);
+    let a = announcement(3);
+    let c = commitment(&a, ReexecVerdict::Reproduced);
+    // Commitments of 1 and 2 arrive before this node knows the dispute: held,
+    // counted once it starts (they came before any reveal).
+    for s in [1, 2] {
+        let actions = gossip_commit(&mut rig, &partial(s, EPOCH, c), origin(s as u8));
+        assert!(reports(&actions).is_empty(), "held, reported on release");
+    }
+    let actions = rig.confirm(&a);
+    assert_eq!(
+        reports(&actions),
+        vec![
+            (Topic::Commits, MessageAcceptance::Accept),
+            (Topic::Commits, MessageAcceptance::Accept)
+        ]
+    );
+    rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+    rig.drain();
+    rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Reproduced)), rig.now);
+    rig.drain();
+    let own = partial(0, EPOCH, c);
+    rig.engine.on_signed(own.clone(), rig.now);
+    // Own commitment + two held ones = threshold: commit and reveal at once.
+    let actions = rig.drain();
+    assert!(
+        matches!(&actions[0], Action::Publish(Gossip::Commit(x)) if *x == PartialCommit::of(&own))
+    );
+    assert_eq!(published_verdicts(&actions), vec![0]);
+
+    // A restarted node re-sends the same commitment (BLS is deterministic),
+    // not the partial, and counts the stored partials' commitments.
+    let mut again = commit_rig(0);
+    again.engine.restore(a.clone(), DisputeStatus::Active, vec![own.clone()], None, again.now);
+    let actions = again.drain();
+    assert!(
+        actions.iter().any(
+            |x| matches!(x, Action::Publish(Gossip::Commit(p)) if *p == PartialCommit::of(&own))
+        ),
+        "{actions:?}"
+    );
+    assert!(published_verdicts(&actions).is_empty());
+}
+
+#[test]
+fn without_commit_reveal_commitments_are_ignored_and_partials_count_at_once() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(4);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    assert_eq!(published_verdicts(&rig.drain()), vec![0]);
+    let p1 = partial(1, EPOCH, own.commitment);
+    let actions = gossip_commit(&mut rig, &p1, origin(1));
+    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Ignore)]);
+    rig.gossip_partial(p1, origin(2));
+    rig.gossip_partial(partial(2, EPOCH, own.commitment), origin(3));
+    assert!(certificate_of(&rig.batch()).is_some());
+}

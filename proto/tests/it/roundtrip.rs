@@ -6,7 +6,7 @@ use proptest::{collection::vec, option, prelude::*};
 use resolvd_proto::{
     wire::{
         ConflictEvidence, ContentRequest, ContentResponse, ContentUnavailable, DisputeAnnouncement,
-        QuorumCertificate, SignedVerdict, SignerAggregate, WireMessage,
+        PartialCommit, QuorumCertificate, SignedVerdict, SignerAggregate, WireMessage,
     },
     AttachmentKind, AttachmentV1, BackendVersionPolicy, Canonical, Checks, DeliveryV1, EvmAnchorV1,
     EvmCallPlanV1, EvmSpecId, NoncePolicy, PredicateCommitmentV1, PrestateAnchorV1,
@@ -344,6 +344,27 @@ proptest! {
     }
 
     #[test]
+    fn partial_commit_roundtrip(d in b256(), epoch in small_u64(), idx in any::<u32>(), h in b256()) {
+        wire_roundtrip(&PartialCommit { deal_id: d, epoch, signer_index: idx, commit: h })?;
+    }
+
+    #[test]
+    fn partial_commit_binds_epoch_signer_and_signature(c in commitment(), epoch in small_u64(), idx in any::<u32>(), s in any::<[u8; 32]>()) {
+        let p = SignedVerdict { commitment: c, epoch, signer_index: idx, signature: sig(s) };
+        let commit = PartialCommit::of(&p);
+        prop_assert!(commit.opens_to(&p));
+        let mut other = p.clone();
+        other.signature[95] ^= 1;
+        prop_assert!(!commit.opens_to(&other));
+        let mut other = p.clone();
+        other.signer_index = idx.wrapping_add(1);
+        prop_assert!(!commit.opens_to(&other));
+        let mut other = p;
+        other.epoch = epoch.wrapping_add(1);
+        prop_assert!(!commit.opens_to(&other));
+    }
+
+    #[test]
     fn certificate_roundtrip(c in commitment(), epoch in small_u64(), idx in indices(0), s in any::<[u8; 32]>()) {
         wire_roundtrip(&QuorumCertificate {
             commitment: c,
@@ -378,8 +399,23 @@ proptest! {
         let _ = VerdictEnvelopeV1::from_canonical_bytes(&bytes);
         let _ = resolvd_proto::EvmWitnessV1::from_canonical_bytes(&bytes);
         let _ = SignedVerdict::decode_wire(&bytes);
+        let _ = PartialCommit::decode_wire(&bytes);
         let _ = QuorumCertificate::decode_wire(&bytes);
         let _ = ConflictEvidence::decode_wire(&bytes);
         let _ = ContentResponse::decode_wire(&bytes);
     }
+}
+
+/// Known answer, computed independently:
+/// `python3 -c "import hashlib; print(hashlib.sha256(b'resolvd/v1/partial-commit' + (7).to_bytes(8,'big') + (3).to_bytes(4,'big') + bytes(range(96))).hexdigest())"`
+#[test]
+fn partial_commit_known_answer() {
+    let mut signature = [0u8; 96];
+    for (i, b) in signature.iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    assert_eq!(
+        resolvd_proto::wire::partial_commit(7, 3, &signature).to_string(),
+        "0x673dc232fb4b292348faf09190250904521b78010b8f1e07dae65f018bd01b1f"
+    );
 }
