@@ -267,6 +267,31 @@ pub struct Chain {
     journal: Option<std::sync::Arc<dyn TxJournal>>,
 }
 
+/// A fee event of an escrow ([`Chain::fee_events`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FeeEvent {
+    /// A certificate's fee was paid out.
+    Distributed {
+        /// The deal token.
+        token: Address,
+        /// The deal's pinned epoch (whose signers accrued).
+        epoch: u64,
+        /// Who sent `resolve` (credited the refund).
+        submitter: Address,
+        /// The refund credited to it.
+        refund: U256,
+        /// What accrued to the signers.
+        to_signers: U256,
+    },
+    /// The resolver claimed rewards.
+    Claimed {
+        /// The token.
+        token: Address,
+        /// The amount sent.
+        amount: U256,
+    },
+}
+
 /// Persists the node's in-flight transactions, so that a restart resumes a
 /// pending `resolve` or `slash` (same nonce, same signed bytes) instead of
 /// sending it a second time. Implemented by [`crate::store::Store`].
@@ -802,6 +827,49 @@ impl Chain {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+
+    /// The served escrows' fee events in `[from, to]`, in chain order:
+    /// `FeeDistributed` (every one) and `RewardsClaimed` of `resolver`.
+    pub async fn fee_events(
+        &self,
+        from: u64,
+        to: u64,
+        resolver: Option<u32>,
+    ) -> Result<Vec<FeeEvent>, ChainError> {
+        let filter = Filter::new()
+            .address(self.escrows.clone())
+            .event_signature(vec![
+                IEscrow::FeeDistributed::SIGNATURE_HASH,
+                IEscrow::RewardsClaimed::SIGNATURE_HASH,
+            ])
+            .from_block(from)
+            .to_block(to);
+        let logs = self.provider.get_logs(&filter).await.map_err(rpc)?;
+        let bad = |e: alloy_sol_types::Error| ChainError::Unexpected(e.to_string());
+        let mut out = Vec::new();
+        for log in logs {
+            match log.topic0() {
+                Some(&IEscrow::FeeDistributed::SIGNATURE_HASH) => {
+                    let e = IEscrow::FeeDistributed::decode_log(&log.inner).map_err(bad)?.data;
+                    out.push(FeeEvent::Distributed {
+                        token: e.token,
+                        epoch: to_u64(e.epoch)?,
+                        submitter: e.submitter,
+                        refund: e.refund,
+                        to_signers: e.toSigners,
+                    });
+                }
+                Some(&IEscrow::RewardsClaimed::SIGNATURE_HASH) => {
+                    let e = IEscrow::RewardsClaimed::decode_log(&log.inner).map_err(bad)?.data;
+                    if resolver.is_some_and(|r| e.resolver == U256::from(r)) {
+                        out.push(FeeEvent::Claimed { token: e.token, amount: e.amount });
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(out)
     }
 
     /// Logs of both contracts in `[from, to]`, decoded, in chain order.

@@ -3,7 +3,7 @@
 use crate::SignerArgs;
 use crate::{
     print_json, AccountArgs, AccountChainArgs, AnchorArgs, ChainArgs, ContentCommand, DataDirArgs,
-    ProtectionCommand, RegisterArgs, ResolverArgs, SlashArgs, VerifyArgs, WitnessArgs,
+    ProtectionCommand, RegisterArgs, ResolverArgs, RewardsArgs, SlashArgs, VerifyArgs, WitnessArgs,
 };
 use alloy_primitives::{hex, Address, Bytes, B256};
 use alloy_provider::{Provider, ProviderBuilder};
@@ -520,6 +520,109 @@ async fn resolver_json(chain: &Chain, index: u64) -> eyre::Result<serde_json::Va
         "withdrawableAt": exit.map(|t| alloy_primitives::U256::from(t) + delay).map(|t| t.to_string()),
         "publicKey": hex::encode_prefixed(&info.publicKey),
     }))
+}
+
+/// Epochs one `claimRewards` transaction claims (its gas grows with them).
+const CLAIM_EPOCHS_PER_TX: usize = 64;
+
+/// `resolvd rewards`.
+pub(crate) async fn rewards(args: RewardsArgs) -> eyre::Result<()> {
+    use alloy_primitives::U256;
+    let account = match (&args.account_keystore, &args.account_password_file) {
+        (Some(k), Some(p)) => {
+            Some(AccountArgs { account_keystore: k.clone(), account_password_file: p.clone() })
+        }
+        _ => None,
+    };
+    let chain = connect(&args.chain, account.as_ref()).await?;
+    let resolver = match (args.resolver, chain.account) {
+        (Some(r), _) => r,
+        (None, Some(op)) => index_of(&chain, op).await?,
+        (None, None) => bail!("pass --resolver or --account-keystore"),
+    };
+    let token = match args.token {
+        Some(t) => t,
+        None => chain.view(chain.registry, IRegistry::bondTokenCall {}, None).await?,
+    };
+    let (r, escrow) = (U256::from(resolver), chain.escrow);
+    let info = chain.view(chain.registry, IRegistry::rewardInfoCall { resolver: r }, None).await?;
+    let current: U256 = chain.view(chain.registry, IRegistry::currentEpochCall {}, None).await?;
+    let pending_of = |epochs: Vec<u64>| {
+        let chain = &chain;
+        async move {
+            let mut out = Vec::new();
+            for e in epochs {
+                let call = IEscrow::pendingRewardsCall { token, resolver: r, epoch: U256::from(e) };
+                let amount = chain.view(escrow, call, None).await?;
+                if amount > U256::ZERO {
+                    out.push((e, amount));
+                }
+            }
+            Ok::<_, eyre::Report>(out)
+        }
+    };
+    // Membership is [joinedEpoch, leftEpoch); joinedEpoch 0: never a member.
+    let epochs: Vec<u64> = if info.joinedEpoch == U256::ZERO {
+        Vec::new()
+    } else {
+        let last =
+            if info.leftEpoch == U256::ZERO { current } else { info.leftEpoch - U256::from(1) };
+        (info.joinedEpoch.to::<u64>()..=last.to::<u64>()).collect()
+    };
+    let pending = pending_of(epochs.clone()).await?;
+    let claimable = match chain.account {
+        Some(a) => chain.view(escrow, IEscrow::claimableCall { account: a, token }, None).await?,
+        None => U256::ZERO,
+    };
+    let total: U256 = pending.iter().map(|(_, a)| *a).sum();
+    let mut out = serde_json::json!({
+        "resolver": resolver,
+        "operator": info.operator,
+        "token": token,
+        "slashed": info.slashed,
+        "pending": pending.iter().map(|(e, a)| serde_json::json!({"epoch": e, "amount": a.to_string()})).collect::<Vec<_>>(),
+        "pendingTotal": total.to_string(),
+        "account": chain.account,
+        "claimable": claimable.to_string(),
+    });
+    if args.claim {
+        let me = chain.account.ok_or_else(|| eyre!("--claim needs --account-keystore"))?;
+        let to = args.to.unwrap_or(me);
+        let mut txs = Vec::new();
+        if total > U256::ZERO {
+            ensure!(!info.slashed, "resolver {resolver} was slashed: its rewards are forfeited");
+            ensure!(
+                info.operator == me,
+                "the account {me} is not resolver {resolver}'s operator ({})",
+                info.operator
+            );
+            let with: Vec<u64> = pending.iter().map(|(e, _)| *e).collect();
+            for chunk in with.chunks(CLAIM_EPOCHS_PER_TX) {
+                let call = IEscrow::claimRewardsCall {
+                    token,
+                    resolver: r,
+                    epochs: chunk.iter().map(|e| U256::from(*e)).collect(),
+                    to,
+                };
+                let tx = chain.send(escrow, call).await?;
+                txs.push(serde_json::json!({"call": "claimRewards", "epochs": chunk, "tx": tx.tx_hash, "gas": tx.gas_used}));
+            }
+        }
+        if claimable > U256::ZERO {
+            let tx = chain.send(escrow, IEscrow::claimCall { token, to }).await?;
+            txs.push(serde_json::json!({"call": "claim", "tx": tx.tx_hash, "gas": tx.gas_used}));
+        }
+        if txs.is_empty() {
+            bail!("nothing to claim for resolver {resolver} in {token}");
+        }
+        out["claimed"] = serde_json::json!({
+            "to": to,
+            "rewards": total.to_string(),
+            "credits": claimable.to_string(),
+            "transactions": txs,
+        });
+    }
+    print_json(&out)
 }
 
 /// `resolvd exit`.

@@ -298,6 +298,9 @@ pub struct PipelineConfig {
     /// Seconds a settled or expired dispute stays in memory (and in `/status`)
     /// before it is evicted; the store keeps it.
     pub retain_settled_secs: u64,
+    /// Seconds between refreshes of the fee ledger (`/status` `economics`,
+    /// the `rewards_*` / `gas_*` metrics).
+    pub ledger_refresh_secs: u64,
 }
 
 impl Default for PipelineConfig {
@@ -308,6 +311,7 @@ impl Default for PipelineConfig {
             submit_slot_ms: 4_000,
             max_buffered_partials: 4_096,
             retain_settled_secs: 600,
+            ledger_refresh_secs: 30,
         }
     }
 }

@@ -166,6 +166,7 @@ alloy_sol_types::sol! {
         error NotOperator(uint256 resolver, address who);
         error RewardsForfeited(uint256 resolver);
         error NoRewards(uint256 resolver, address token);
+        function timeoutRefund(bytes32 dealId) external;
         function claimRewards(address token, uint256 resolver, uint256[] calldata epochs, address to) external returns (uint256 amount);
         function pendingRewards(address token, uint256 resolver, uint256 epoch) external view returns (uint256);
     }

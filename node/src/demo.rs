@@ -49,6 +49,10 @@ pub(crate) struct DevnetArgs {
     /// An existing dev chain (anvil, unlocked accounts) instead of starting anvil.
     #[arg(long)]
     rpc_url: Option<String>,
+    /// The registry's commit-reveal window in ms (0: off): partials are
+    /// committed first and revealed when the commit phase closes.
+    #[arg(long, default_value_t = 2_000)]
+    commit_reveal_ms: u32,
     /// Container host names of the nodes (with --setup-only).
     #[arg(long, value_delimiter = ',')]
     hosts: Option<Vec<String>>,
@@ -176,6 +180,7 @@ pub(crate) async fn devnet(args: DevnetArgs) -> eyre::Result<()> {
     }
     options.rpc_url = args.rpc_url.clone();
     options.hosts = args.hosts.clone();
+    options.commit_reveal_ms = args.commit_reveal_ms;
     if args.setup_only {
         let net = Devnet::provision(options).await?;
         println!(
@@ -258,6 +263,10 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
         short(rows[0].deal_id)
     ));
     let after = bonds(&chain, n).await?;
+    let mut fees = Vec::new();
+    for i in 0..n {
+        fees.push(net.fees_of(i).await?);
+    }
 
     println!("\nDeals");
     println!(
@@ -277,21 +286,29 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
             r.latency.as_secs_f64()
         );
     }
-    println!("\nResolvers (bond in TUSD)");
+    println!("\nResolvers (bond and fees in TUSD; fees earned are claimable with `resolvd rewards --claim`)");
     println!(
-        "| {:<5} | {:<42} | {:>12} | {:>12} | {:<8} |",
-        "index", "operator", "bond before", "bond after", "slashed"
+        "| {:<5} | {:<42} | {:>12} | {:>12} | {:<8} | {:>12} | {:>11} |",
+        "index", "operator", "bond before", "bond after", "slashed", "fees earned", "gas refunds"
     );
-    println!("|{}|", "-".repeat(94));
+    println!("|{}|", "-".repeat(124));
     let tusd = |v: U256| v / U256::from(10u64).pow(U256::from(18u64));
-    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+    let decimal = |v: U256| f64::from(v) / 1e18;
+    for (i, ((b, a), (earned, refunds))) in before.iter().zip(&after).zip(&fees).enumerate() {
+        let earned = if a.2 {
+            format!("{:.4} (forfeit)", decimal(*earned))
+        } else {
+            format!("{:.4}", decimal(*earned))
+        };
         println!(
-            "| {:<5} | {:<42} | {:>12} | {:>12} | {:<8} |",
+            "| {:<5} | {:<42} | {:>12} | {:>12} | {:<8} | {:>12} | {:>11.4} |",
             i,
             b.0,
             tusd(b.1),
             tusd(a.1),
-            if a.2 { "yes" } else { "no" }
+            if a.2 { "yes" } else { "no" },
+            earned,
+            decimal(*refunds)
         );
     }
     if keep {

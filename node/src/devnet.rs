@@ -45,6 +45,12 @@ pub const SELLER_BOND: u128 = 10 * 10u128.pow(18);
 pub const RECIPIENT: Address = address!("0x0000000000000000000000000000000000000bee");
 /// The amount the buyer's predicate requires to arrive at [`RECIPIENT`].
 pub const REQUIRED: u64 = 250;
+/// Resolver fee per disputed deal (paid by the buyer at `challenge`).
+pub const RESOLVER_FEE: u128 = 10u128.pow(18);
+/// The buyer's challenge bond per disputed deal.
+pub const CHALLENGE_BOND: u128 = 5 * 10u128.pow(18);
+/// The registry's gas refund cap (deal-token units) for the `resolve` sender.
+pub const GAS_REFUND_CAP: u128 = 10u128.pow(16);
 /// Where slashed bonds go (the registry's sink).
 pub const SLASH_SINK: Address = address!("0x000000000000000000000000000000000000dEaD");
 
@@ -543,6 +549,14 @@ pub struct DevnetOptions {
     pub link_proxies: bool,
     /// Use this chain (with anvil's unlocked dev accounts) instead of starting anvil.
     pub rpc_url: Option<String>,
+    /// `Terms.resolverFee` of the deals opened.
+    pub resolver_fee: u128,
+    /// `Terms.challengeBond` of the deals opened.
+    pub challenge_bond: u128,
+    /// The registry's `gasRefundCap` for the deal token.
+    pub gas_refund_cap: u128,
+    /// The registry's `commitRevealMs` (0: off).
+    pub commit_reveal_ms: u32,
     /// Container layout (docker compose): node i is reachable as `hosts[i]`,
     /// listens on 0.0.0.0 (p2p 9400, API 9500), keeps data in `/data` and
     /// finds its keystores under `/shared/latest/node<i>/`.
@@ -572,6 +586,10 @@ impl DevnetOptions {
             base_port: None,
             link_proxies: false,
             rpc_url: None,
+            resolver_fee: RESOLVER_FEE,
+            challenge_bond: CHALLENGE_BOND,
+            gas_refund_cap: GAS_REFUND_CAP,
+            commit_reveal_ms: 0,
             hosts: None,
         }
     }
@@ -694,6 +712,17 @@ impl Devnet {
         ensure!(accounts.len() >= 4, "anvil has too few accounts");
         let deployment = deploy(&provider, &artifacts, accounts[0]).await?;
         tracing::info!(target: "devnet", ?deployment, elapsed = ?started.elapsed(), "contracts deployed");
+        // The deployer owns the registry: the network's economic settings.
+        let registry = deployment.registry;
+        if options.gas_refund_cap > 0 {
+            let cap = U256::from(options.gas_refund_cap);
+            let call = IRegistry::setGasRefundCapCall { token: deployment.token, cap };
+            call_from(&provider, accounts[0], registry, call).await?;
+        }
+        if options.commit_reveal_ms > 0 {
+            let call = IRegistry::setCommitRevealMsCall { commitPhaseMs: options.commit_reveal_ms };
+            call_from(&provider, accounts[0], registry, call).await?;
+        }
 
         // Buyer, seller and payer hold tokens and have approved the escrow once.
         let big = U256::from(10u64).pow(U256::from(30u64));
@@ -815,6 +844,7 @@ impl Devnet {
             config.api.listen = SocketAddr::from(([127, 0, 0, 1], api_port));
             config.pipeline.retry_ms = 500;
             config.pipeline.submit_slot_ms = options.submit_slot_ms;
+            config.pipeline.ledger_refresh_secs = 2;
             if let Some((_, f)) = options.faults.iter().find(|(j, _)| *j == i) {
                 config.fault = f.clone();
             }
@@ -1007,9 +1037,8 @@ impl Devnet {
             backendId: *BACKEND_ID,
             backendVersionHash: *BACKEND_VERSION_HASH,
             sellerBond: U256::from(SELLER_BOND),
-            // The node does not claim rewards yet (issue 13's node half).
-            resolverFee: U256::ZERO,
-            challengeBond: U256::ZERO,
+            resolverFee: U256::from(self.options.resolver_fee),
+            challengeBond: U256::from(self.options.challenge_bond),
             deliverWindow: 3_600,
             challengeWindow: 3_600,
             resolveWindow: 1_800,
@@ -1061,6 +1090,27 @@ impl Devnet {
             challenged: Instant::now(),
             block: receipt.block_number.unwrap_or_default(),
         })
+    }
+
+    /// Resolver `i`'s fee rewards pending on the escrow (every epoch up to
+    /// the current one, deal token) and its operator's escrow credits (the
+    /// gas refunds of the `resolve`s it sent, and nothing else in a devnet).
+    pub async fn fees_of(&self, i: usize) -> eyre::Result<(U256, U256)> {
+        let (escrow, token) = (self.deployment.escrow, self.deployment.token);
+        let current: U256 =
+            self.view(self.deployment.registry, IRegistry::currentEpochCall {}).await?;
+        let mut pending = U256::ZERO;
+        for epoch in 1..=current.to::<u64>() {
+            let call = IEscrow::pendingRewardsCall {
+                token,
+                resolver: U256::from(i),
+                epoch: U256::from(epoch),
+            };
+            pending += self.view(escrow, call).await?;
+        }
+        let account = self.nodes[i].operator;
+        let credits = self.view(escrow, IEscrow::claimableCall { account, token }).await?;
+        Ok((pending, credits))
     }
 
     /// Waits until the chain is past block `n`.

@@ -25,6 +25,7 @@ pub mod contracts;
 #[cfg(feature = "devnet")]
 pub mod devnet;
 pub mod dispute;
+pub mod economics;
 pub mod inspect;
 pub mod interchange;
 pub mod keys;

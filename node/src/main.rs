@@ -56,6 +56,9 @@ enum Command {
     Withdraw(AccountChainArgs),
     /// Show a resolver: bond, stake, epochs joined/left, slashed, exit time.
     Resolver(ResolverArgs),
+    /// Show a resolver's fee rewards per epoch and the account's escrow
+    /// credits (gas refunds); `--claim` withdraws both.
+    Rewards(RewardsArgs),
     /// Run a local network (anvil, contracts, N registered resolvers) and a demo:
     /// an honest delivery, a false claim, a byzantine resolver slashed, a keyless verify.
     /// (Built with the cargo feature `devnet` only.)
@@ -265,6 +268,31 @@ pub(crate) struct RegisterArgs {
     /// Bond in bond-token base units (defaults to the registry's minimum).
     #[arg(long)]
     pub(crate) bond: Option<U256>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct RewardsArgs {
+    #[command(flatten)]
+    pub(crate) chain: ChainArgs,
+    /// Registry index of the resolver (default: the one `--account-keystore` operates).
+    #[arg(long)]
+    pub(crate) resolver: Option<u64>,
+    /// The deal token the fees are paid in (default: the registry's bond token).
+    #[arg(long)]
+    pub(crate) token: Option<Address>,
+    /// Withdraw: the rewards (`claimRewards`, the operator account only) and
+    /// the account's escrow credits (`claim`: gas refunds of `resolve`).
+    #[arg(long, requires = "account_keystore")]
+    pub(crate) claim: bool,
+    /// Where claimed tokens go (default: the account).
+    #[arg(long, requires = "claim")]
+    pub(crate) to: Option<Address>,
+    /// Encrypted JSON keystore of the operator account.
+    #[arg(long, requires = "account_password_file")]
+    pub(crate) account_keystore: Option<PathBuf>,
+    /// File holding its password.
+    #[arg(long, requires = "account_keystore")]
+    pub(crate) account_password_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -576,6 +604,7 @@ fn main() -> eyre::Result<()> {
         Command::Exit(args) => runtime()?.block_on(commands::exit(args))?,
         Command::Withdraw(args) => runtime()?.block_on(commands::withdraw(args))?,
         Command::Resolver(args) => runtime()?.block_on(commands::resolver(args))?,
+        Command::Rewards(args) => runtime()?.block_on(commands::rewards(args))?,
         #[cfg(feature = "devnet")]
         Command::Devnet(args) => {
             // The demo prints its own progress; library logs only from warn up.

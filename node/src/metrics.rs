@@ -24,6 +24,13 @@ pub struct GossipLabel {
     pub result: &'static str,
 }
 
+/// A `token` label: an ERC-20 address.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenLabel {
+    /// The token, `0x…`.
+    pub token: String,
+}
+
 /// An `endpoint` label: an RPC endpoint as `scheme://host[:port]`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EndpointLabel {
@@ -61,6 +68,14 @@ pub struct Metrics {
     pub dropped_partials: Counter,
     /// Commit-reveal events, by result (late_commit / uncounted_reveal / fallback).
     pub commit_reveal: Family<ResultLabel, Counter>,
+    /// Fee rewards earned as a signer (claimed + pending), token base units.
+    pub rewards_earned: Family<TokenLabel, Gauge<f64, AtomicU64>>,
+    /// Fee rewards claimed, token base units.
+    pub rewards_claimed: Family<TokenLabel, Gauge<f64, AtomicU64>>,
+    /// Gas refunds credited for sending `resolve`, token base units.
+    pub gas_refunds: Family<TokenLabel, Gauge<f64, AtomicU64>>,
+    /// Wei the account paid for its transactions (this data dir's lifetime).
+    pub gas_spent_wei: Gauge<f64, AtomicU64>,
     /// Partials waiting for batch verification.
     pub pending_partials: Gauge,
     /// Connected peers.
@@ -130,6 +145,10 @@ impl Default for Metrics {
             content_fetches: Family::default(),
             dropped_partials: Counter::default(),
             commit_reveal: Family::default(),
+            rewards_earned: Family::default(),
+            rewards_claimed: Family::default(),
+            gas_refunds: Family::default(),
+            gas_spent_wei: Gauge::default(),
             pending_partials: Gauge::default(),
             peers: Gauge::default(),
             disputes_in_flight: Gauge::default(),
@@ -185,6 +204,26 @@ impl Default for Metrics {
             "commit_reveal",
             "Commit-reveal: late commitments, uncounted reveals, fallbacks",
             m.commit_reveal.clone(),
+        );
+        registry.register(
+            "rewards_earned",
+            "Fee rewards earned as a signer (claimed + pending), token base units",
+            m.rewards_earned.clone(),
+        );
+        registry.register(
+            "rewards_claimed",
+            "Fee rewards claimed, token base units",
+            m.rewards_claimed.clone(),
+        );
+        registry.register(
+            "gas_refunds",
+            "Gas refunds credited for sending resolve, token base units",
+            m.gas_refunds.clone(),
+        );
+        registry.register(
+            "gas_spent_wei",
+            "Wei the account paid for its transactions",
+            m.gas_spent_wei.clone(),
         );
         registry.register(
             "pending_partials",
@@ -287,6 +326,17 @@ impl Metrics {
         // Writing to a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
+    }
+
+    /// Sets the fee and gas metrics from the ledger.
+    pub fn observe_ledger(&self, ledger: &crate::economics::Ledger) {
+        for (token, t) in &ledger.tokens {
+            let label = TokenLabel { token: token.to_string() };
+            self.rewards_earned.get_or_create(&label).set(f64::from(t.earned()));
+            self.rewards_claimed.get_or_create(&label).set(f64::from(t.claimed));
+            self.gas_refunds.get_or_create(&label).set(f64::from(t.refunds));
+        }
+        self.gas_spent_wei.set(f64::from(ledger.gas_spent_wei));
     }
 
     /// Sets the `rpc_endpoint_*` metrics from [`crate::chain::Chain::endpoints`]

@@ -95,6 +95,9 @@ pub struct Status {
     /// Its balance (wei, decimal; refreshed every 30 s) and what one large
     /// transaction may cost at the fee cap (1M gas × `chain.max_fee_per_gas`).
     pub account_balance_wei: Option<String>,
+    /// Fees earned (claimed + pending) and gas refunds per token, and the
+    /// gas the account paid (see [`crate::economics`]).
+    pub economics: Option<crate::economics::Ledger>,
     /// See [`Self::account_balance_wei`].
     pub account_gas_cap_wei: Option<String>,
     /// The BLS key (compressed hex), if the node signs.
@@ -218,6 +221,8 @@ pub struct Node {
     held_signs: Vec<(VerdictDomain, B256, VerdictCommitment, u64, u32)>,
     /// The account's balance, refreshed by a task (see `Status`).
     balance: Arc<RwLock<Option<alloy_primitives::U256>>>,
+    /// Fees earned, refunds, gas spent; refreshed by a task (see `Status`).
+    ledger: Arc<RwLock<Option<crate::economics::Ledger>>>,
     engine: Engine,
     swarm: Swarm<Behaviour>,
     content: ContentService,
@@ -376,6 +381,7 @@ impl Node {
                 }
             });
         }
+        let ledger = spawn_ledger(&cfg, &chain, &store, &shared)?;
         let cursor = store.cursor(CURSOR)?.unwrap_or(cfg.chain.start_block.saturating_sub(1));
         let remote = match (&cfg.keys.remote_signer, &cfg.keys.remote_signer_token_file) {
             (Some(url), Some(token_file)) => {
@@ -457,6 +463,7 @@ impl Node {
             silent_until,
             held_signs: Vec::new(),
             balance,
+            ledger,
             engine,
             swarm,
             content,
@@ -1220,6 +1227,11 @@ impl Node {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .map(|b| b.to_string()),
             account_gas_cap_wei: self.chain.account.map(|_| gas_cap(&self.cfg).to_string()),
+            economics: self
+                .ledger
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
             bls_key: self.my_key.map(|k| alloy_primitives::hex::encode(k.compress())),
             head: self.engine.head(),
             cursor: self.cursor,
@@ -1230,6 +1242,57 @@ impl Node {
         };
         *self.shared.status.write().unwrap_or_else(std::sync::PoisonError::into_inner) = status;
     }
+}
+
+/// Every `pipeline.ledger_refresh_secs`: the fee ledger brought up to the confirmed block, persisted,
+/// exported as metrics and shown in `/status`. The resolver index is the
+/// one `/status` shows (the last one known once the node left the committee).
+fn spawn_ledger(
+    cfg: &NodeConfig,
+    chain: &Chain,
+    store: &Arc<Store>,
+    shared: &Arc<Shared>,
+) -> eyre::Result<Arc<RwLock<Option<crate::economics::Ledger>>>> {
+    let mut ledger = store.ledger()?.unwrap_or_else(|| crate::economics::Ledger {
+        scanned_to: cfg.chain.start_block.saturating_sub(1),
+        ..Default::default()
+    });
+    let out = Arc::new(RwLock::new(Some(ledger.clone())));
+    let (chain, store, shared, view) = (chain.clone(), store.clone(), shared.clone(), out.clone());
+    let (confirmations, max_range) = (cfg.chain.confirmations, cfg.chain.max_log_range);
+    let every = Duration::from_secs(cfg.pipeline.ledger_refresh_secs.max(1));
+    // Gas paid before this process started (the chain handle counts from 0).
+    let base = ledger.gas_spent_wei;
+    tokio::spawn(async move {
+        let mut resolver = None;
+        loop {
+            let index = shared
+                .status
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .signer_index;
+            resolver = index.or(resolver);
+            let update = async {
+                let to = chain.confirmed(confirmations).await?.block;
+                ledger.update(&chain, resolver, chain.account, to, max_range).await
+            };
+            match update.await {
+                Ok(()) => {
+                    ledger.gas_spent_wei =
+                        base + alloy_primitives::U256::from(chain.gas_spent_wei());
+                    if let Err(e) = store.put_ledger(&ledger) {
+                        warn!(target: "node", error = %e, "cannot persist the fee ledger");
+                    }
+                    shared.metrics.observe_ledger(&ledger);
+                    *view.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        Some(ledger.clone());
+                }
+                Err(e) => debug!(target: "chain", error = %e, "fee ledger not updated"),
+            }
+            tokio::time::sleep(every).await;
+        }
+    });
+    Ok(out)
 }
 
 /// What one large transaction may cost at the fee cap: 1M gas (about two

@@ -28,8 +28,17 @@ use rocksdb::{ColumnFamilyDescriptor, Options, WriteOptions, DB};
 use std::{path::Path, sync::Mutex};
 
 /// Column families, in creation order.
-pub const COLUMN_FAMILIES: [&str; 8] =
-    ["content", "protection", "disputes", "partials", "certificates", "cursor", "evidence", "txs"];
+pub const COLUMN_FAMILIES: [&str; 9] = [
+    "content",
+    "protection",
+    "disputes",
+    "partials",
+    "certificates",
+    "cursor",
+    "evidence",
+    "txs",
+    "ledger",
+];
 
 /// A store failure.
 #[derive(Debug, thiserror::Error)]
@@ -497,6 +506,22 @@ impl ProtectionStore for SharedStore {
 
 /// In-flight transactions, one record per intent key (JSON: it is small,
 /// rare and read by operators inspecting a data dir), written with fsync.
+impl Store {
+    /// The operator's fee ledger ([`crate::economics::Ledger`]), if recorded.
+    pub fn ledger(&self) -> Result<Option<crate::economics::Ledger>, StoreError> {
+        let Some(bytes) = self.db.get_cf(self.cf("ledger"), "ledger")? else { return Ok(None) };
+        serde_json::from_slice(&bytes).map(Some).map_err(|_| StoreError::Corrupt { what: "ledger" })
+    }
+
+    /// Records the fee ledger (fsync'd).
+    pub fn put_ledger(&self, ledger: &crate::economics::Ledger) -> Result<(), StoreError> {
+        let bytes =
+            serde_json::to_vec(ledger).map_err(|_| StoreError::Corrupt { what: "ledger" })?;
+        self.db.put_cf_opt(self.cf("ledger"), "ledger", bytes, &synced())?;
+        Ok(())
+    }
+}
+
 impl crate::chain::TxJournal for SharedStore {
     fn load(&self, key: &str) -> Result<Option<crate::chain::PendingTx>, String> {
         let Some(bytes) = self.0.db.get_cf(self.0.cf("txs"), key).map_err(|e| e.to_string())?

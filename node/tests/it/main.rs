@@ -5,6 +5,7 @@ mod bench;
 mod chaos;
 mod cli;
 mod doppelganger;
+mod economics;
 mod escrows;
 mod fees;
 mod finality;

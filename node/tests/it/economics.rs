@@ -1,0 +1,222 @@
+//! Fees and commit-reveal with real node processes on anvil (issue 13):
+//!
+//! - the resolver fee is paid to exactly the certificate's signers (pro rata,
+//!   less the capped gas refund to the `resolve` sender);
+//! - a `lazy` resolver (test-only fault: it never replays and signs the
+//!   commitment of the first verified partial it sees) is in the certificate
+//!   and paid without commit-reveal, and is never in it with commit-reveal on
+//!   (same network, same faults: only the registry's `commitRevealMs` differs);
+//! - the node's ledger (`/status` `economics`) shows fees earned, refunds and
+//!   gas; `resolvd rewards --claim` withdraws them;
+//! - a dispute without a certificate times out and refunds the fee and the
+//!   challenge bond.
+
+use crate::network::{launch, metric_sum, resolvd, Net, RELEASED, SETTLE};
+use alloy_primitives::{B256, U256};
+use alloy_provider::Provider;
+use alloy_sol_types::SolCall;
+use resolvd_node::{
+    config::{Byzantine, FaultConfig},
+    contracts::{IEscrow, IERC20},
+    devnet::{DealKind, Devnet, AMOUNT, SELLER_BOND},
+};
+use std::time::Duration;
+
+/// The lazy resolver and the slow honest one.
+const LAZY: usize = 3;
+const SLOW: usize = 2;
+
+/// A 4-node network: 0 and 1 honest (and the only submitters), 2 honest but
+/// replaying 2 s late, 3 lazy. Threshold 3 of 4.
+async fn network(commit_reveal_ms: u32) -> Net {
+    launch(|o| {
+        o.commit_reveal_ms = commit_reveal_ms;
+        o.with_accounts = Some(vec![0, 1]);
+        o.faults = vec![
+            (SLOW, FaultConfig { replay_delay_ms: 2_000, ..Default::default() }),
+            (LAZY, FaultConfig { byzantine: Some(Byzantine::Lazy), ..Default::default() }),
+        ];
+    })
+    .await
+}
+
+/// The non-signers of the certificate that settled `deal` (from the
+/// `resolve` calldata) and its sender.
+async fn certificate_of(net: &Devnet, deal: B256) -> (Vec<u32>, alloy_primitives::Address) {
+    let logs = net.verdict_logs(deal).await.unwrap();
+    assert_eq!(logs.len(), 1, "one VerdictCommitted");
+    let hash = logs[0].transaction_hash.unwrap();
+    let tx: serde_json::Value =
+        net.provider.raw_request("eth_getTransactionByHash".into(), (hash,)).await.unwrap();
+    let input = alloy_primitives::hex::decode(tx["input"].as_str().unwrap()).unwrap();
+    let call = IEscrow::resolveCall::abi_decode(&input).unwrap();
+    let from = tx["from"].as_str().unwrap().parse().unwrap();
+    (call.nonSigners.iter().map(|i| i.to::<u32>()).collect(), from)
+}
+
+/// Settles one honest deal; returns each resolver's pending rewards, the
+/// submitter's refund credit and the certificate's non-signers.
+async fn settle_one(net: &mut Net) -> (Vec<U256>, U256, Vec<u32>) {
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let open = net.0.open_dispute(&content, &[0, 1, 2, 3]).await.unwrap();
+    let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
+    assert_eq!(deal.settlement, RELEASED);
+    assert_eq!(deal.resolverFee, net.0.options.resolver_fee);
+    let (non_signers, sender) = certificate_of(&net.0, open.deal_id).await;
+    let mut pending = Vec::new();
+    let mut refund = U256::ZERO;
+    for i in 0..net.0.nodes.len() {
+        let (p, credits) = net.0.fees_of(i).await.unwrap();
+        pending.push(p);
+        if net.0.nodes[i].operator == sender {
+            refund = credits;
+        } else {
+            assert_eq!(credits, U256::ZERO, "node {i} did not send resolve: no refund");
+        }
+    }
+    // Exactly the signers are paid; the fee is split without loss (the
+    // rounding remainder goes to the submitter; at most a few wei stay).
+    for (i, p) in pending.iter().enumerate() {
+        let signer = !non_signers.contains(&(i as u32));
+        assert_eq!(*p > U256::ZERO, signer, "resolver {i}: signer {signer}, pending {p}");
+    }
+    let fee = U256::from(net.0.options.resolver_fee);
+    let paid: U256 = pending.iter().copied().sum::<U256>() + refund;
+    assert!(paid <= fee && fee - paid < U256::from(8), "fee {fee}, paid out {paid}");
+    assert!(refund >= U256::from(net.0.options.gas_refund_cap), "refund {refund}");
+    // Equal stakes: the signers got equal shares.
+    let shares: Vec<U256> = pending.iter().copied().filter(|p| *p > U256::ZERO).collect();
+    assert!(shares.windows(2).all(|w| w[0] == w[1]), "{shares:?}");
+    (pending, refund, non_signers)
+}
+
+fn log_of(net: &Devnet, i: usize) -> String {
+    std::fs::read_to_string(net.nodes[i].log_path()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_commit_reveal_a_lazy_copier_is_certified_and_paid() {
+    let mut net = network(0).await;
+    let (pending, _, non_signers) = settle_one(&mut net).await;
+    // The copy beat the slow honest node into the certificate.
+    assert!(log_of(&net.0, LAZY).contains("signing a copied commitment"));
+    assert_eq!(non_signers, vec![SLOW as u32]);
+    assert!(pending[LAZY] > U256::ZERO, "the lazy resolver was paid");
+    assert_eq!(pending[SLOW], U256::ZERO);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_commit_reveal_a_lazy_copier_is_never_certified_and_fees_timeouts_and_claims_work() {
+    let mut net = network(5_000).await;
+    let (pending, refund, non_signers) = settle_one(&mut net).await;
+    // The lazy node did copy a revealed partial, but its commitment came in
+    // the reveal phase: honest nodes did not count it.
+    assert!(log_of(&net.0, LAZY).contains("signing a copied commitment"));
+    assert_eq!(non_signers, vec![LAZY as u32]);
+    assert_eq!(pending[LAZY], U256::ZERO, "the lazy resolver was not paid");
+    assert!(pending[SLOW] > U256::ZERO, "the slow honest resolver committed in time");
+    let uncounted =
+        metric_sum(&net.0, "resolvd_commit_reveal_total", "result=\"uncounted_reveal\"").await;
+    assert!(uncounted >= 1.0, "honest nodes saw the late reveal: {uncounted}");
+
+    // The ledger: node 0's /status shows what it earned, and whoever sent
+    // `resolve` shows the refund and the gas it paid.
+    let token = net.0.deployment.token.to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut ok = true;
+        for i in [0usize, 1] {
+            let status = net.0.nodes[i].get("/status").await.unwrap();
+            let e = &status["economics"];
+            // One token in a devnet.
+            let t = e["tokens"].as_object().and_then(|m| m.values().next()).cloned();
+            let t = t.unwrap_or_default();
+            let earned = t["pending"].as_str().map(|s| s.parse::<U256>().unwrap());
+            ok &= earned == Some(pending[i]);
+            let refunds = t["refunds"].as_str().map(|s| s.parse::<U256>().unwrap());
+            let gas = e["gas_spent_wei"].as_str().map(|s| s.parse::<U256>().unwrap());
+            let sent = refunds.is_some_and(|r| r == refund) && gas.is_some_and(|g| g > U256::ZERO);
+            let idle = refunds.is_none_or(|r| r == U256::ZERO);
+            ok &= sent || idle;
+        }
+        let any_refund = metric_sum(&net.0, "resolvd_gas_refunds", "token=").await;
+        if ok && any_refund > 0.0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "ledger not updated");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // `resolvd rewards --claim`: node 0's operator withdraws its rewards
+    // (and its refund credit, if it sent the resolve).
+    let dir = net.0.nodes[0].dir.clone();
+    let (operator, tok) = (net.0.nodes[0].operator, net.0.deployment.token);
+    let held = IERC20::balanceOfCall { who: operator };
+    let before = net.0.view(tok, held.clone()).await.unwrap();
+    let (rpc, escrow) = (net.0.rpc_url.clone(), net.0.deployment.escrow.to_string());
+    let keystore = dir.join("account.json");
+    let password = dir.join("password");
+    let shown = resolvd(&[
+        "rewards",
+        "--rpc-url",
+        &rpc,
+        "--escrow",
+        &escrow,
+        "--token",
+        &token,
+        "--resolver",
+        "0",
+    ]);
+    assert_eq!(shown["pendingTotal"], pending[0].to_string(), "{shown}");
+    let claimed = resolvd(&[
+        "rewards",
+        "--rpc-url",
+        &rpc,
+        "--escrow",
+        &escrow,
+        "--token",
+        &token,
+        "--claim",
+        "--account-keystore",
+        keystore.to_str().unwrap(),
+        "--account-password-file",
+        password.to_str().unwrap(),
+    ]);
+    let credits: U256 = claimed["claimed"]["credits"].as_str().unwrap().parse().unwrap();
+    let after = net.0.view(tok, held).await.unwrap();
+    assert_eq!(after, before + pending[0] + credits, "{claimed}");
+    assert_eq!(net.0.fees_of(0).await.unwrap(), (U256::ZERO, U256::ZERO));
+
+    // A dispute that gets no certificate (only node 0 is up: 1 of 4) times
+    // out: the buyer gets back the amount, the fee and its challenge bond,
+    // and the seller's DA bond (the seller could not prove its delivery).
+    for i in 1..net.0.nodes.len() {
+        net.0.nodes[i].stop();
+    }
+    let (buyer, seller) = (net.0.accounts[1], net.0.accounts[2]);
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let (buyer0, seller0) =
+        (net.0.balance(buyer).await.unwrap(), net.0.balance(seller).await.unwrap());
+    let open = net.0.open_dispute(&content, &[0]).await.unwrap();
+    let fee = net.0.options.resolver_fee + net.0.options.challenge_bond;
+    assert_eq!(net.0.balance(buyer).await.unwrap(), buyer0 - U256::from(AMOUNT + fee));
+    let deal = net.0.deal(open.deal_id).await.unwrap();
+    let _: serde_json::Value = net
+        .0
+        .provider
+        .raw_request("evm_increaseTime".into(), (deal.resolveDeadline - deal.challengedAt + 1,))
+        .await
+        .unwrap();
+    let _: serde_json::Value = net.0.provider.raw_request("evm_mine".into(), ()).await.unwrap();
+    let call = IEscrow::timeoutRefundCall { dealId: open.deal_id };
+    resolvd_node::devnet::send_from(
+        &net.0.provider,
+        buyer,
+        alloy_primitives::TxKind::Call(net.0.deployment.escrow),
+        call.abi_encode().into(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(net.0.balance(buyer).await.unwrap(), buyer0 + U256::from(SELLER_BOND));
+    assert_eq!(net.0.balance(seller).await.unwrap(), seller0 - U256::from(SELLER_BOND));
+}
