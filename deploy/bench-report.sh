@@ -25,6 +25,10 @@ for n in 4 7 10; do
     cargo nextest run --workspace --release --locked --run-ignored only \
     -E 'test(dispute_latency_and_memory)' >"$out/latency-n$n.log" 2>&1
 done
+# The latency commit-reveal adds: the same 4-node devnet without, then with it.
+RESOLVD_BENCH_DISPUTES=${BENCH_DISPUTES_CR:-20} RESOLVD_BENCH_OUT="$out/commit-reveal.json" \
+  cargo nextest run --workspace --release --locked --run-ignored only \
+  -E 'test(commit_reveal_latency_cost)' >"$out/commit-reveal.log" 2>&1
 
 python3 - "$target" "$out" <<'PY'
 import json, os, platform, subprocess, sys, glob
@@ -75,6 +79,15 @@ for n, miss in ((4, 1), (16, 1), (64, 6), (256, 25)):
     full, part, ecdsa = int(gas[f"resolve-n{n}-missing0"]), int(gas[f"resolve-n{n}-missing{miss}"]), int(gas[f"ecdsa-quorum-n{n}"])
     L.append(f"| {n} | {full:,} | {part:,} ({miss} missing) | {ecdsa:,} | {full/ecdsa:.2f} |")
 L.append("\nCertificate verification alone: " + ", ".join(f"{k} = {int(v):,}" for k, v in sorted(bls.items())) + ".\n")
+L.append("### `resolve` with the resolver fee, and `claimRewards`\n")
+L.append("Fee 1e18, refund cap 0.01e18 (contracts/ECONOMICS.md). A *credited* submitter already holds an escrow credit in the token "
+         "(a node that does not claim after every resolve); a *fresh* one gets its first credit (a new storage slot).\n")
+L.append("| committee n | non-signers | fee-less | fee, credited submitter | fee, fresh submitter |\n| --- | --- | --- | --- | --- |")
+for n, miss in ((4, 0), (4, 1), (16, 0), (16, 1), (64, 0), (64, 6), (256, 0), (256, 25)):
+    base, cred, fresh = (int(gas[f"{k}-n{n}-missing{miss}"]) for k in ("resolve", "resolve-fee-credited", "resolve-fee"))
+    L.append(f"| {n} | {miss} | {base:,} | {cred:,} (+{cred-base:,}) | {fresh:,} (+{fresh-base:,}) |")
+L.append(f"\n`claimRewards`, one epoch: {int(gas['claimRewards-funded-recipient-n4']):,} to a recipient that already holds the token, "
+         f"{int(gas['claimRewards-n4']):,} to one that does not (the token's own zero-to-nonzero balance write); the same for n = 4 … 256.\n")
 L.append("## Disputes on a loopback devnet (release build)\n")
 L.append("anvil with 1 s blocks, 1 confirmation, N `resolvd run` processes on 127.0.0.1, one ERC-20 transfer dispute at a time; "
          "latencies from the challenge transaction's receipt. The floor is one process doing what a dispute needs on the critical path: "
@@ -87,6 +100,19 @@ for n, r in sorted(lat.items()):
              f"{r['challengeToSettlementMs']['p50']:.0f} / {r['challengeToSettlementMs']['p99']:.0f} ms | {mib(r['rssIdleKiB'])} | {mib(r['rssPeakKiB'])} |")
 L.append("\nThe goal is certificate latency ≤ 3 × the floor plus the confirmation delay: the node-side column (dispute seen after its "
          "confirmation → certificate) is what that compares; challenge → certificate adds the block time and one confirmation.\n")
+cr = os.path.join(out, "commit-reveal.json")
+if os.path.exists(cr):
+    c = json.load(open(cr))
+    L.append(f"## Commit-reveal: its latency cost ({c['build']} build, {c['nodes']} nodes, {c['disputes']} disputes each, same devnet)\n")
+    L.append(f"The same network runs the disputes without commit-reveal, then with the registry's `commitRevealMs` = {c['windowMs']} "
+             "(every node restarted to read it). With it, a partial is gossiped only after commitments from the threshold stake "
+             "were seen (the window is the fallback when they are not): one more gossip round on the critical path.\n")
+    L.append("| | node: dispute seen → certificate p50 / p99 | challenge → certificate p50 / p99 | challenge → settled p50 / p99 |\n| --- | --- | --- | --- |")
+    for k in ("off", "on"):
+        r = c[k]
+        cell = lambda m: f"{r[m]['p50']:.0f} / {r[m]['p99']:.0f} ms" if r[m] else "n/a"
+        L.append(f"| commit-reveal {k} | {cell('nodeSeenToCertificateMs')} | {cell('challengeToCertificateMs')} | {cell('challengeToSettlementMs')} |")
+    L.append("")
 open("BENCHMARKS.md", "w").write("\n".join(L) + "\n")
 print("wrote BENCHMARKS.md")
 PY

@@ -1030,9 +1030,14 @@ impl Engine {
             }
         }
         let phase = d.view.phase;
+        // With commit-reveal the own partial is queued when it is revealed
+        // (queued now, it would open the reveal phase at once).
+        let unrevealed_own = d.reveal_window.is_some().then_some(me).flatten();
         self.disputes.insert(deal_id, d);
         for p in partials {
-            self.queue_partial(p, None, now);
+            if Some(p.signer_index) != unrevealed_own {
+                self.queue_partial(p, None, now);
+            }
         }
         if phase == Phase::Fetching {
             // Recorded but not worked on yet (e.g. a crash right after the
@@ -1657,7 +1662,9 @@ impl Engine {
             }
         }
         let entered = d.reveal_phase_at.is_some();
-        let cr = d.view.commit_reveal.as_mut()?;
+        let Some(cr) = d.view.commit_reveal.as_mut() else {
+            return Some(MessageAcceptance::Ignore);
+        };
         if entered {
             let known = cr.committed.get(&c.signer_index).is_some_and(|l| l.contains(&c.commit));
             if !known && !cr.late.contains(&c.signer_index) {

@@ -78,31 +78,25 @@ fn floor_ms(content: &DealContent, n: usize, domain: &resolvd_proto::VerdictDoma
     samples[samples.len() / 2] - sign * (n as f64 - 1.0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "benchmark: run with `make bench-node`"]
-async fn dispute_latency_and_memory() {
-    let disputes: usize =
-        std::env::var("RESOLVD_BENCH_DISPUTES").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
-    let nodes: usize =
-        std::env::var("RESOLVD_BENCH_NODES").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
-    let mut net: Net = launch(|o| o.nodes = nodes).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let idle_rss: Vec<u64> = net.0.nodes.iter().map(|n| n.rss_kib().unwrap_or(0)).collect();
-    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
-    let domain = resolvd_proto::VerdictDomain {
-        name: "resolvd".into(),
-        version: "1".into(),
-        chain_id: 31337,
-        verifying_contract: net.0.deployment.escrow,
-    };
-    let floor = floor_ms(&content, nodes, &domain);
+/// Latencies (ms, sorted) of a run of disputes, and the per-node RSS peak.
+struct Measured {
+    to_cert: Vec<f64>,
+    to_settle: Vec<f64>,
+    node_cert: Vec<f64>,
+    peak_rss: Vec<u64>,
+}
 
+/// Opens `disputes` honest disputes one after the other and times each.
+async fn measure(
+    net: &mut Net,
+    content: &DealContent,
+    witness_to: &[usize],
+    disputes: usize,
+    mut peak_rss: Vec<u64>,
+) -> Measured {
     let (mut to_cert, mut to_settle, mut node_cert) = (Vec::new(), Vec::new(), Vec::new());
-    let mut peak_rss = idle_rss.clone();
-    let mut witness_to = vec![0];
-    witness_to.extend(1..nodes.min(2));
     for _ in 0..disputes {
-        let open = net.0.open_dispute(&content, &witness_to).await.unwrap();
+        let open = net.0.open_dispute(content, witness_to).await.unwrap();
         let path = format!("/disputes/{}", open.deal_id);
         let mut cert_at = None;
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -135,6 +129,115 @@ async fn dispute_latency_and_memory() {
     for v in [&mut to_cert, &mut to_settle, &mut node_cert] {
         v.sort_by(f64::total_cmp);
     }
+    Measured { to_cert, to_settle, node_cert, peak_rss }
+}
+
+fn p50_p99(sorted: &[f64]) -> serde_json::Value {
+    if sorted.is_empty() {
+        return serde_json::Value::Null;
+    }
+    serde_json::json!({ "p50": percentile(sorted, 0.5), "p99": percentile(sorted, 0.99) })
+}
+
+fn write_report(report: &serde_json::Value, default_name: &str) {
+    let out = std::env::var("RESOLVD_BENCH_OUT")
+        .unwrap_or_else(|_| format!("{}/../target/{default_name}", env!("CARGO_MANIFEST_DIR")));
+    if let Some(dir) = std::path::Path::new(&out).parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::write(&out, serde_json::to_string_pretty(report).unwrap()).unwrap();
+    tracing::info!("{report}");
+    #[allow(clippy::disallowed_macros)]
+    {
+        println!("{}", serde_json::to_string_pretty(report).unwrap());
+    }
+}
+
+/// The latency commit-reveal adds: the same 4-node devnet (same process,
+/// same chain) runs `RESOLVD_BENCH_DISPUTES` (default 20) disputes without
+/// it, then the registry owner sets `commitRevealMs` (`RESOLVD_BENCH_WINDOW_MS`,
+/// default 2000), every node restarts to read it, and the same disputes run
+/// again. Writes `$RESOLVD_BENCH_OUT` (default `target/commit-reveal.json`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run with `make bench-report`"]
+async fn commit_reveal_latency_cost() {
+    use resolvd_node::contracts::IRegistry;
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let disputes = env("RESOLVD_BENCH_DISPUTES", 20) as usize;
+    let window = env("RESOLVD_BENCH_WINDOW_MS", 2_000) as u32;
+    let mut net: Net = launch(|o| o.commit_reveal_ms = 0).await;
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let rss = vec![0; net.0.nodes.len()];
+    let off = measure(&mut net, &content, &[0, 1], disputes, rss.clone()).await;
+    let call = IRegistry::setCommitRevealMsCall { commitPhaseMs: window };
+    let deployer = net.0.accounts[0];
+    resolvd_node::devnet::send_from(
+        &net.0.provider,
+        deployer,
+        alloy_primitives::TxKind::Call(net.0.deployment.registry),
+        alloy_sol_types::SolCall::abi_encode(&call).into(),
+    )
+    .await
+    .unwrap();
+    for i in 0..net.0.nodes.len() {
+        net.0.nodes[i].stop();
+        net.0.start_node(i).unwrap();
+    }
+    for n in &mut net.0.nodes {
+        n.wait_healthy(Duration::from_secs(60)).await.unwrap();
+    }
+    net.0.wait_mesh(Duration::from_secs(60)).await.unwrap();
+    let on = measure(&mut net, &content, &[0, 1], disputes, rss).await;
+    let status = net.0.nodes[0].get("/status").await.unwrap();
+    let held = status["disputes"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|d| !d["commit_reveal"].is_null())
+        .count();
+    assert!(held > 0, "the second run did not use commit-reveal");
+    let report = serde_json::json!({
+        "nodes": net.0.nodes.len(),
+        "disputes": disputes,
+        "windowMs": window,
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "off": {
+            "nodeSeenToCertificateMs": p50_p99(&off.node_cert),
+            "challengeToCertificateMs": p50_p99(&off.to_cert),
+            "challengeToSettlementMs": p50_p99(&off.to_settle),
+        },
+        "on": {
+            "nodeSeenToCertificateMs": p50_p99(&on.node_cert),
+            "challengeToCertificateMs": p50_p99(&on.to_cert),
+            "challengeToSettlementMs": p50_p99(&on.to_settle),
+        },
+    });
+    write_report(&report, "commit-reveal.json");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run with `make bench-node`"]
+async fn dispute_latency_and_memory() {
+    let disputes: usize =
+        std::env::var("RESOLVD_BENCH_DISPUTES").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let nodes: usize =
+        std::env::var("RESOLVD_BENCH_NODES").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    let mut net: Net = launch(|o| o.nodes = nodes).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let idle_rss: Vec<u64> = net.0.nodes.iter().map(|n| n.rss_kib().unwrap_or(0)).collect();
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let domain = resolvd_proto::VerdictDomain {
+        name: "resolvd".into(),
+        version: "1".into(),
+        chain_id: 31337,
+        verifying_contract: net.0.deployment.escrow,
+    };
+    let floor = floor_ms(&content, nodes, &domain);
+
+    let mut witness_to = vec![0];
+    witness_to.extend(1..nodes.min(2));
+    let Measured { to_cert, to_settle, node_cert, peak_rss } =
+        measure(&mut net, &content, &witness_to, disputes, idle_rss.clone()).await;
     assert!(!node_cert.is_empty(), "no certificate was observed");
     let report = serde_json::json!({
         "nodes": nodes,
@@ -148,15 +251,5 @@ async fn dispute_latency_and_memory() {
         "rssIdleKiB": idle_rss,
         "rssPeakKiB": peak_rss,
     });
-    let out = std::env::var("RESOLVD_BENCH_OUT")
-        .unwrap_or_else(|_| format!("{}/../target/node-latency.json", env!("CARGO_MANIFEST_DIR")));
-    if let Some(dir) = std::path::Path::new(&out).parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    std::fs::write(&out, serde_json::to_string_pretty(&report).unwrap()).unwrap();
-    tracing::info!("{report}");
-    #[allow(clippy::disallowed_macros)]
-    {
-        println!("{}", serde_json::to_string_pretty(&report).unwrap());
-    }
+    write_report(&report, "node-latency.json");
 }
