@@ -61,10 +61,25 @@ pub const SLASH_SINK: Address = address!("0x000000000000000000000000000000000000
 /// (`/proc/sys/net/ipv4/ip_local_port_range`): an outgoing connection of any
 /// process on the machine (an RPC client, a dialing peer) is given a local
 /// port from that range and could otherwise take the port in between. Ports
-/// handed out once by this process are not handed out again.
+/// handed out once by this process are not handed out again, and none that
+/// another process holds a reservation for: each port handed out is
+/// reserved by an exclusive lock on `$TMPDIR/resolvd-ports/<port>`, held
+/// until this process exits (nextest runs every test in its own process, so
+/// parallel tests would otherwise draw the same port now and then).
 pub fn free_port() -> eyre::Result<u16> {
     use rand::Rng;
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+    let locks = std::env::temp_dir().join("resolvd-ports");
+    std::fs::create_dir_all(&locks)?;
+    let reserve = |port: u16| -> bool {
+        let Ok(file) = std::fs::File::create(locks.join(port.to_string())) else { return false };
+        if file.try_lock().is_err() {
+            return false;
+        }
+        HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(file);
+        true
+    };
     let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
@@ -74,7 +89,8 @@ pub fn free_port() -> eyre::Result<u16> {
     let mut rng = rand::thread_rng();
     for _ in 0..1000 {
         let port = rng.gen_range(low..high);
-        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() && reserve(port)
+        {
             given.push(port);
             return Ok(port);
         }
