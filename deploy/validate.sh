@@ -188,7 +188,7 @@ setsid "$resolvd" devnet --nodes 4 --keep --base-dir "$tmp/devnet" --contracts "
   >"$tmp/devnet.out" 2>"$tmp/devnet.err" </dev/null &
 devnet_pid=$!
 deadline=$((SECONDS + ${RESOLVD_DEVNET_TIMEOUT:-300}))
-until grep -q "keeps running" "$tmp/devnet.out"; do
+until grep -qs "keeps running" "$tmp/devnet.out"; do
   if ! kill -0 "$devnet_pid" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
     echo "validate: the devnet did not come up:"
     tail -n 30 "$tmp/devnet.out" "$tmp/devnet.err"
