@@ -373,11 +373,19 @@ impl CertificateBuilder {
         events
     }
 
-    /// A certificate for `digest` if its group reached the threshold and none
-    /// was emitted yet. The certificate is verified once before it is returned.
-    fn try_certify(&mut self, digest: &B256) -> Option<QuorumCertificate> {
-        let group = self.groups.get_mut(digest)?;
-        if group.certified || !self.committee.meets_threshold(group.stake) {
+    /// Verified signers in `digest`'s group.
+    pub fn signer_count(&self, digest: &B256) -> usize {
+        self.groups.get(digest).map_or(0, |g| g.signers.len())
+    }
+
+    /// A certificate over every verified signer of `digest` now (not only
+    /// those that reached the threshold first), verified before it is
+    /// returned; `None` below the threshold. A submitter uses it so that a
+    /// signer whose partial came after the threshold is still in the
+    /// certificate (and paid), and each non-signer fewer saves `resolve` gas.
+    pub fn best_certificate(&self, digest: &B256) -> Option<QuorumCertificate> {
+        let group = self.groups.get(digest)?;
+        if !self.committee.meets_threshold(group.stake) {
             return None;
         }
         let signature = Signature::aggregate(group.signers.values()).ok()?;
@@ -394,10 +402,18 @@ impl CertificateBuilder {
             non_signers,
             signature,
         };
-        // Batch acceptance is sound for the aggregate, but check the exact
-        // certificate that leaves this node (one pairing, once per digest).
         qc.verify(&self.committee, &self.domain).ok()?;
-        group.certified = true;
+        Some(qc)
+    }
+
+    /// A certificate for `digest` if its group reached the threshold and none
+    /// was emitted yet. The certificate is verified once before it is returned.
+    fn try_certify(&mut self, digest: &B256) -> Option<QuorumCertificate> {
+        if self.groups.get(digest)?.certified {
+            return None;
+        }
+        let qc = self.best_certificate(digest)?;
+        self.groups.get_mut(digest)?.certified = true;
         Some(qc)
     }
 }

@@ -2052,6 +2052,31 @@ impl Engine {
         self.actions.push_back(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
     }
 
+    /// Replaces a dispute's certificate by one with more signers, if this
+    /// node's builder verified (and counted) more for the same commitment.
+    fn widen_certificate(&mut self, deal_id: &B256) {
+        let Some(d) = self.disputes.get(deal_id) else { return };
+        let (Some(qc), Some(domain)) = (&d.certificate, self.domains.get(&d.info.escrow)) else {
+            return;
+        };
+        let Some(builder) = self.builders.get(&(d.info.escrow, qc.epoch)) else { return };
+        let digest = qc.commitment.eip712_digest(domain);
+        let signers = builder.committee().len().saturating_sub(qc.non_signers.len());
+        if builder.signer_count(&digest) <= signers {
+            return;
+        }
+        let Some(best) = builder.best_certificate(&digest) else { return };
+        if best.commitment != qc.commitment || best.non_signers.len() >= qc.non_signers.len() {
+            return;
+        }
+        info!(target: "pipeline", deal = %deal_id, before = ?qc.non_signers, after = ?best.non_signers, "certificate widened with later signers");
+        self.actions.push_back(Action::PersistCertificate(Box::new(best.clone())));
+        if let Some(d) = self.disputes.get_mut(deal_id) {
+            d.view.certificate_non_signers = Some(best.non_signers.clone());
+            d.certificate = Some(best);
+        }
+    }
+
     // ------------------------------------------------------------ slashing
 
     fn on_evidence(
@@ -2358,6 +2383,17 @@ impl Engine {
         self.reveal_timers(now);
         // Submissions and slashings.
         if self.cfg.submits {
+            // A certificate due now takes in every signer verified since it
+            // formed (they are paid, and each non-signer costs gas).
+            let due: Vec<B256> = self
+                .disputes
+                .iter()
+                .filter(|(_, d)| !d.submitting && d.submit_at.is_some_and(|t| now >= t))
+                .map(|(id, _)| *id)
+                .collect();
+            for id in due {
+                self.widen_certificate(&id);
+            }
             let mut submit = Vec::new();
             for (id, d) in &mut self.disputes {
                 if !d.submitting && d.submit_at.is_some_and(|t| now >= t) {

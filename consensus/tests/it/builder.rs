@@ -94,7 +94,12 @@ fn uncounted_partials_are_verified_but_join_only_when_counted() {
     let qc = b.count_verified(&partial(3, &cm)).expect("threshold reached");
     assert_eq!(qc.non_signers, vec![1]);
     assert_eq!(qc.verify(&c, &domain()).unwrap(), U256::from(3));
+    assert_eq!(b.signer_count(&digest), 3);
     assert!(b.count_verified(&partial(1, &cm)).is_none(), "emitted once");
+    // The late signer is in the best certificate now: no non-signers.
+    let best = b.best_certificate(&digest).expect("above the threshold");
+    assert!(best.non_signers.is_empty());
+    assert_eq!(best.verify(&c, &domain()).unwrap(), U256::from(4));
     // A non-member is ignored.
     let mut foreign = partial(0, &cm);
     foreign.signer_index = 99;

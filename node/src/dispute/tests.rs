@@ -1206,3 +1206,30 @@ fn without_commit_reveal_commitments_are_ignored_and_partials_count_at_once() {
     rig.gossip_partial(partial(2, EPOCH, own.commitment), origin(3));
     assert!(certificate_of(&rig.batch()).is_some());
 }
+
+#[test]
+fn the_submitted_certificate_takes_in_signers_verified_after_the_threshold() {
+    let cfg = EngineConfig { submit_slot: Duration::from_secs(4), ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    let a = announcement(9);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    for s in [1, 2] {
+        rig.gossip_partial(partial(s, EPOCH, own.commitment), origin(s as u8));
+    }
+    let qc = certificate_of(&rig.batch()).expect("certificate at 3 of 4");
+    assert_eq!(qc.non_signers, vec![3]);
+    // The fourth signer comes after the threshold, before this node's slot.
+    rig.gossip_partial(partial(3, EPOCH, own.commitment), origin(3));
+    rig.batch();
+    rig.later(Duration::from_secs(4 * 4));
+    rig.engine.on_tick(rig.now);
+    let submitted = rig.drain().into_iter().find_map(|x| match x {
+        Action::Submit { certificate, .. } => Some(*certificate),
+        _ => None,
+    });
+    let submitted = submitted.expect("submitted at its slot");
+    assert!(submitted.non_signers.is_empty(), "{:?}", submitted.non_signers);
+    submitted.verify(&committee(EPOCH, 4), &domain()).unwrap();
+    assert_eq!(rig.engine.view(&a.deal_id).unwrap().certificate_non_signers, Some(vec![]));
+}

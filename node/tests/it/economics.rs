@@ -98,11 +98,12 @@ fn log_of(net: &Devnet, i: usize) -> String {
 async fn without_commit_reveal_a_lazy_copier_is_certified_and_paid() {
     let mut net = network(0).await;
     let (pending, _, non_signers) = settle_one(&mut net).await;
-    // The copy beat the slow honest node into the certificate.
+    // The copy reached the threshold with the two fast honest nodes (the
+    // slow one is in the certificate only if it signed before the submitter
+    // sent it).
     assert!(log_of(&net.0, LAZY).contains("signing a copied commitment"));
-    assert_eq!(non_signers, vec![SLOW as u32]);
+    assert!(!non_signers.contains(&(LAZY as u32)), "{non_signers:?}");
     assert!(pending[LAZY] > U256::ZERO, "the lazy resolver was paid");
-    assert_eq!(pending[SLOW], U256::ZERO);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
