@@ -15,4 +15,5 @@ mod network;
 mod p2p;
 mod protection;
 mod rpc;
+mod scale;
 mod signer;
