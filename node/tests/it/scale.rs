@@ -32,6 +32,36 @@ pub(crate) fn topology(options: NetnsOptions) -> Option<Netns> {
     }
 }
 
+/// What a killed run leaves (a namespace named for a pid that cannot be
+/// running, with a process inside) is removed by the sweep every
+/// [`Netns::create`] starts with.
+#[test]
+fn the_sweep_removes_namespaces_and_processes_of_dead_runs() {
+    // Above PID_MAX_LIMIT (2^22): never a live process.
+    let name = "rsvd4194305-0-n0";
+    let Some(probe) = topology(NetnsOptions::new(1)) else { return };
+    drop(probe);
+    let ip = |args: &[&str]| std::process::Command::new("ip").args(args).status().unwrap();
+    assert!(ip(&["netns", "add", name]).success());
+    let mut orphan = std::process::Command::new("ip")
+        .args(["netns", "exec", name, "sleep", "600"])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while resolvd_node::netns::pids_in(name).is_empty() {
+        assert!(Instant::now() < deadline, "the orphan never entered {name}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let removed = resolvd_node::netns::sweep_dead_runs();
+    assert!(removed.iter().any(|n| n == name), "{name} not swept: {removed:?}");
+    assert!(namespaces_of(4_194_305).is_empty());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while orphan.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the process in {name} survived the sweep");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_namespaced_nodes_settle_disputes_over_wan_links() {
     let nodes = 16;
