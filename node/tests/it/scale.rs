@@ -223,6 +223,7 @@ impl Snapshot {
 fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Value {
     let mut sent = Vec::new();
     let mut recv = Vec::new();
+    let mut rpc = Vec::new();
     let mut cpu = Vec::new();
     let mut verdicts = Vec::new();
     let mut gossip_total = 0.0;
@@ -231,6 +232,11 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
         let (da, db) = (&a.links.devices[i], &b.links.devices[i]);
         sent.push((db.sent_bytes.node - da.sent_bytes.node) as f64 / per);
         recv.push((db.recv_bytes.node - da.recv_bytes.node) as f64 / per);
+        rpc.push(
+            ((db.sent_bytes.anvil + db.recv_bytes.anvil)
+                - (da.sent_bytes.anvil + da.recv_bytes.anvil)) as f64
+                / per,
+        );
         cpu.push((b.cpu[i] - a.cpu[i]) / per);
         for (k, v) in &b.gossip[i] {
             let d = v - a.gossip[i].get(k).copied().unwrap_or(0.0);
@@ -253,6 +259,7 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
     serde_json::json!({
         "p2pBytesSentPerNode": stat(&sent),
         "p2pBytesReceivedPerNode": stat(&recv),
+        "rpcBytesPerNode": stat(&rpc),
         "cpuSecondsPerNode": stat(&cpu),
         "gossipMessagesValidated": gossip_total / per,
         "gossipMessagesValidatedByTopic": by_topic,
@@ -351,6 +358,13 @@ async fn scale_bench() {
     }
     let s1 = Snapshot::take(&topology, &net.0, ticks).await;
     let sequence_secs = (s1.at - s0.at).as_secs_f64();
+    let report_usage = usage(&s0, &s1, nodes, disputes as f64);
+    let idle_usage = usage(&idle0, &idle1, nodes, idle_per_sec);
+    // What the disputes cost beyond idling for as long as they took.
+    let mean_cpu = |u: &serde_json::Value| u["cpuSecondsPerNode"]["mean"].as_f64();
+    let net_cpu = mean_cpu(&report_usage)
+        .zip(mean_cpu(&idle_usage))
+        .map(|(p, i)| p - i * sequence_secs / disputes as f64);
     let rss_mib: Vec<f64> = peak_rss.iter().map(|k| *k as f64 / 1024.0).collect();
     let report = serde_json::json!({
         "nodes": nodes,
@@ -370,9 +384,10 @@ async fn scale_bench() {
         "seenToCertificateMs": percentiles(&mut seen_to_cert),
         "seenToSettlementMs": percentiles(&mut seen_to_settle),
         "challengeToSettlementMs": percentiles(&mut to_settle),
-        "perDispute": usage(&s0, &s1, nodes, disputes as f64),
-        "idlePerSecond": usage(&idle0, &idle1, nodes, idle_per_sec),
+        "perDispute": report_usage,
+        "idlePerSecond": idle_usage,
         "sequenceSeconds": sequence_secs,
+        "cpuSecondsPerNodePerDisputeNetOfIdle": net_cpu,
         "rssPeakMiB": { "min": rss_mib.iter().copied().fold(f64::INFINITY, f64::min), "max": rss_mib.iter().copied().fold(0.0, f64::max) },
     });
     let out = std::env::var("RESOLVD_SCALE_OUT")
@@ -382,4 +397,55 @@ async fn scale_bench() {
     }
     std::fs::write(&out, serde_json::to_string_pretty(&report).unwrap()).unwrap();
     println!("{}", serde_json::to_string_pretty(&report).unwrap());
+
+    if env("RESOLVD_SCALE_PARTITIONS", 1) == 0 {
+        return;
+    }
+    let mut report = report;
+    report["partitions"] = partitions(&topology, &mut net, &honest).await;
+    std::fs::write(&out, serde_json::to_string_pretty(&report).unwrap()).unwrap();
+    println!("{}", serde_json::to_string_pretty(&report["partitions"]).unwrap());
+}
+
+/// Two partitions of equal-stake nodes: the last `k` nodes cut off from the
+/// rest (they keep the chain). Under a third isolated, the rest holds 2/3
+/// and settles; a third or more isolated, neither side can certify until
+/// the partition heals, and then the dispute settles before its deadline.
+async fn partitions(
+    topology: &Netns,
+    net: &mut crate::network::Net,
+    content: &resolvd_node::devnet::DealContent,
+) -> serde_json::Value {
+    let nodes = net.0.nodes.len();
+    let groups = |k: usize| vec![(0..nodes - k).collect::<Vec<_>>(), (nodes - k..nodes).collect()];
+    let minority = (nodes - 1) / 3;
+    assert!(3 * minority < nodes);
+    topology.partition(&groups(minority)).expect("partition");
+    let open = net.0.open_dispute(content, &[0]).await.unwrap();
+    let deal = net.0.wait_settled(open.deal_id, SETTLE).await;
+    topology.heal().expect("heal");
+    let deal = deal.unwrap_or_else(|e| panic!("{minority} of {nodes} isolated: {e}"));
+    assert_eq!(deal.settlement, RELEASED);
+    let minority_ms = open.challenged.elapsed().as_secs_f64() * 1e3;
+
+    let third = nodes.div_ceil(3);
+    assert!(3 * third >= nodes);
+    topology.partition(&groups(third)).expect("partition");
+    let open = net.0.open_dispute(content, &[0]).await.unwrap();
+    let hold = Duration::from_secs(30);
+    let early = net.0.wait_settled(open.deal_id, hold).await;
+    assert!(early.is_err(), "settled with {third} of {nodes} nodes isolated");
+    let healed = Instant::now();
+    topology.heal().expect("heal");
+    let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
+    assert_eq!(deal.settlement, RELEASED);
+    serde_json::json!({
+        "underAThird": { "isolated": minority, "challengeToSettlementMs": minority_ms },
+        "aThirdOrMore": {
+            "isolated": third,
+            "heldSeconds": hold.as_secs(),
+            "settledWhilePartitioned": false,
+            "healToSettlementMs": healed.elapsed().as_secs_f64() * 1e3,
+        },
+    })
 }
