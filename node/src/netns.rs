@@ -308,6 +308,7 @@ pub struct Netns {
     created: Vec<String>,
     emulator: Option<Mutex<Emulator>>,
     observer_dev: String,
+    python: PathBuf,
 }
 
 /// Runs `cmd`, returning its stdout, or [`NetnsError::Command`].
@@ -520,6 +521,7 @@ impl Netns {
             layout,
             created: Vec::new(),
             emulator: None,
+            python: options.python.clone(),
         };
         net.build(&options)?;
         tracing::info!(target: "netns", prefix = %net.prefix, subnet = %format!("10.213.{subnet}.0/24"), nodes = options.nodes, "topology up");
@@ -659,9 +661,8 @@ impl Netns {
             .nodes
             .get(from)
             .ok_or_else(|| NetnsError::InvalidOptions(format!("no node {from}")))?;
-        let python = std::env::var_os("RESOLVD_PYTHON").unwrap_or_else(|| "python3".into());
         let out = run(host
-            .command(python)
+            .command(&self.python)
             .args(["-c", RTT_PY])
             .arg(target.ip().to_string())
             .arg(target.port().to_string())

@@ -62,6 +62,44 @@ fn the_sweep_removes_namespaces_and_processes_of_dead_runs() {
     }
 }
 
+/// Two namespaces, lossless 100 ms links: a handshake takes both egress
+/// delays; a partition stops it (and is counted); healing restores it.
+#[test]
+fn links_delay_and_partition_traffic_between_namespaces() {
+    let mut options = NetnsOptions::new(2);
+    options.node_link.delay = Duration::from_millis(100);
+    options.node_link.jitter = Duration::ZERO;
+    options.node_link.loss = 0.0;
+    let Some(topology) = topology(options) else { return };
+    let b = topology.layout().nodes[1].clone();
+    let listener = "import socket, time\n\
+        s = socket.socket(); s.bind((__import__('sys').argv[1], 7000)); s.listen(64)\n\
+        while True: s.accept()[0].close()";
+    let mut server =
+        b.command("python3").args(["-c", listener]).arg(b.ip.to_string()).spawn().unwrap();
+    let target = SocketAddr::from((b.ip, 7000));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let rtt = loop {
+        match topology.tcp_rtt(0, target, 5) {
+            Ok(rtt) => break rtt,
+            Err(e) => assert!(Instant::now() < deadline, "no listener in {}: {e}", b.name),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        rtt.iter().all(|d| *d >= Duration::from_millis(195)),
+        "handshakes under 2 x 100 ms: {rtt:?}"
+    );
+    topology.partition(&[vec![0], vec![1]]).unwrap();
+    assert!(topology.tcp_rtt(0, target, 1).is_err(), "connected across a partition");
+    let cut: u64 = topology.stats().unwrap().devices.iter().map(|d| d.partitioned).sum();
+    assert!(cut > 0, "the partition dropped nothing");
+    topology.heal().unwrap();
+    assert_eq!(topology.tcp_rtt(0, target, 1).unwrap().len(), 1);
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_namespaced_nodes_settle_disputes_over_wan_links() {
     let nodes = 16;
@@ -285,6 +323,8 @@ async fn scale_bench() {
     let nodes = env("RESOLVD_SCALE_NODES", 16);
     let disputes = env("RESOLVD_SCALE_DISPUTES", 10);
     let idle_secs = env("RESOLVD_SCALE_IDLE_SECS", 10);
+    // Generous: a debug build of 32+ nodes on 2 cores is CPU-bound.
+    let settle = Duration::from_secs(env("RESOLVD_SCALE_SETTLE_SECS", 600) as u64);
     let options = NetnsOptions::new(nodes);
     let shape = options.node_link;
     let Some(topology) = topology(options) else { return };
@@ -326,12 +366,12 @@ async fn scale_bench() {
         let (content, expected) =
             if k % 2 == 0 { (&honest, RELEASED) } else { (&false_claim, REFUNDED) };
         let open = net.0.open_dispute(content, &[k % nodes]).await.unwrap();
-        let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
+        let deal = net.0.wait_settled(open.deal_id, settle).await.unwrap();
         to_settle.push(open.challenged.elapsed().as_secs_f64() * 1e3);
         assert_eq!(deal.settlement, expected, "dispute {k}");
         // Each node's own view: first seen -> certificate, -> settled.
         let path = format!("/disputes/{}", open.deal_id);
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + settle;
         for n in &net.0.nodes {
             loop {
                 let v = n.get(&path).await.unwrap_or_default();
@@ -402,7 +442,7 @@ async fn scale_bench() {
         return;
     }
     let mut report = report;
-    report["partitions"] = partitions(&topology, &mut net, &honest).await;
+    report["partitions"] = partitions(&topology, &mut net, &honest, settle).await;
     std::fs::write(&out, serde_json::to_string_pretty(&report).unwrap()).unwrap();
     println!("{}", serde_json::to_string_pretty(&report["partitions"]).unwrap());
 }
@@ -415,6 +455,7 @@ async fn partitions(
     topology: &Netns,
     net: &mut crate::network::Net,
     content: &resolvd_node::devnet::DealContent,
+    settle: Duration,
 ) -> serde_json::Value {
     let nodes = net.0.nodes.len();
     let groups = |k: usize| vec![(0..nodes - k).collect::<Vec<_>>(), (nodes - k..nodes).collect()];
@@ -422,7 +463,7 @@ async fn partitions(
     assert!(3 * minority < nodes);
     topology.partition(&groups(minority)).expect("partition");
     let open = net.0.open_dispute(content, &[0]).await.unwrap();
-    let deal = net.0.wait_settled(open.deal_id, SETTLE).await;
+    let deal = net.0.wait_settled(open.deal_id, settle).await;
     topology.heal().expect("heal");
     let deal = deal.unwrap_or_else(|e| panic!("{minority} of {nodes} isolated: {e}"));
     assert_eq!(deal.settlement, RELEASED);
@@ -437,7 +478,7 @@ async fn partitions(
     assert!(early.is_err(), "settled with {third} of {nodes} nodes isolated");
     let healed = Instant::now();
     topology.heal().expect("heal");
-    let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
+    let deal = net.0.wait_settled(open.deal_id, settle).await.unwrap();
     assert_eq!(deal.settlement, RELEASED);
     serde_json::json!({
         "underAThird": { "isolated": minority, "challengeToSettlementMs": minority_ms },
