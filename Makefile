@@ -9,7 +9,7 @@ TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 
-.PHONY: devnet test deploy-test bench-report tools fmt lint rust-test contracts-test vectors fixtures bench bench-node fuzz
+.PHONY: devnet test deploy-test bench-report tools fmt lint rust-test contracts-test vectors fixtures bench bench-node bench-scale fuzz
 
 ## devnet: install what is missing, build, run the local network demo
 ## (DEVNET_ARGS="--nodes 5 --keep" for options; see `resolvd devnet --help`).
@@ -73,6 +73,22 @@ bench-node: tools
 	cd contracts && forge build
 	cargo nextest run --workspace --release --locked --run-ignored only \
 	  -E 'test(dispute_latency_and_memory)' --no-capture
+
+## bench-scale: for each N in SCALE_NODES, N nodes each in its own network namespace
+## over emulated WAN links (50 ms ± 10 ms one way, 1 % loss, 100 Mbit/s; needs root),
+## SCALE_DISPUTES disputes; writes target/scale-<N>.json (latency p50/p99, bytes,
+## CPU, RSS and gossip per node per dispute). SCALE_CARGO_FLAGS= for a debug build.
+SCALE_NODES ?= 16 32 64
+SCALE_DISPUTES ?= 10
+SCALE_CARGO_FLAGS ?= --release
+bench-scale: tools
+	cd contracts && forge build
+	for n in $(SCALE_NODES); do \
+	  RESOLVD_SCALE_NODES=$$n RESOLVD_SCALE_DISPUTES=$(SCALE_DISPUTES) \
+	  RESOLVD_SCALE_OUT="$(CURDIR)/target/scale-$$n.json" \
+	  cargo nextest run -p resolvd-node $(SCALE_CARGO_FLAGS) --locked --run-ignored only \
+	    -E 'test(scale_bench)' --no-capture; \
+	done
 
 ## bench-report: regenerate BENCHMARKS.md (criterion, forge gas, devnet latency for N = 4, 7, 10).
 bench-report: tools

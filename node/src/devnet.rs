@@ -126,9 +126,23 @@ impl Anvil {
         finality_slots: u64,
         log: &Path,
     ) -> eyre::Result<Self> {
+        Self::spawn(Command::new(bin), bin, "127.0.0.1", port, block_time, finality_slots, log)
+    }
+
+    /// Like [`Self::start`], with `cmd` (anvil, possibly wrapped, e.g. in
+    /// [`crate::netns::NsHost::command`]) listening on `host`.
+    pub fn spawn(
+        mut cmd: Command,
+        bin: &Path,
+        host: &str,
+        port: u16,
+        block_time: u64,
+        finality_slots: u64,
+        log: &Path,
+    ) -> eyre::Result<Self> {
         let out = std::fs::File::create(log)?;
-        let child = Command::new(bin)
-            .args(["--hardfork", "prague", "--host", "127.0.0.1", "--port", &port.to_string()])
+        let child = cmd
+            .args(["--hardfork", "prague", "--host", host, "--port", &port.to_string()])
             .args(["--block-time", &block_time.to_string(), "--accounts", "10"])
             .args(["--slots-in-an-epoch", &finality_slots.max(1).to_string()])
             .stdout(Stdio::from(out.try_clone()?))
@@ -137,7 +151,7 @@ impl Anvil {
             .wrap_err_with(|| {
                 format!("starting {} (run deploy/toolchain/bootstrap.sh)", bin.display())
             })?;
-        Ok(Self { child, url: format!("http://127.0.0.1:{port}") })
+        Ok(Self { child, url: format!("http://{host}:{port}") })
     }
 }
 
@@ -381,6 +395,8 @@ pub struct DevNode {
     pub p2p: String,
     /// Operator (transaction) account.
     pub operator: Address,
+    /// The network namespace it runs in ([`DevnetOptions::netns`]).
+    pub netns: Option<crate::netns::NsHost>,
     child: Option<Child>,
 }
 
@@ -400,7 +416,11 @@ impl DevNode {
         ensure!(self.child.is_none(), "node {} already running", self.index);
         std::fs::write(self.config_path(), toml::to_string(&self.config)?)?;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path())?;
-        let child = Command::new(bin)
+        let mut cmd = match &self.netns {
+            Some(ns) => ns.command(bin),
+            None => Command::new(bin),
+        };
+        let child = cmd
             .args(["run", "--config"])
             .arg(self.config_path())
             .env("RUST_LOG", std::env::var("RESOLVD_DEVNET_LOG").unwrap_or_else(|_| "info".into()))
@@ -492,7 +512,11 @@ impl DevNode {
     /// `PUT /content/{hash}?type=tag`; returns the HTTP status.
     pub async fn put_content(&self, tag: &str, hash: B256, bytes: Vec<u8>) -> eyre::Result<u16> {
         let url = format!("http://{}/content/{hash}?type={tag}", self.api);
-        let res = reqwest::Client::new().put(&url).body(bytes).send().await?;
+        let mut req = reqwest::Client::new().put(&url).body(bytes);
+        if let Some(token) = &self.config.api.content_token_file {
+            req = req.bearer_auth(std::fs::read_to_string(token)?.trim());
+        }
+        let res = req.send().await?;
         Ok(res.status().as_u16())
     }
 
@@ -577,6 +601,11 @@ pub struct DevnetOptions {
     /// listens on 0.0.0.0 (p2p 9400, API 9500), keeps data in `/data` and
     /// finds its keystores under `/shared/latest/node<i>/`.
     pub hosts: Option<Vec<String>>,
+    /// Network-namespace layout ([`crate::netns::Netns`]): anvil listens on
+    /// its namespace's address (port 8545), node i runs in `nodes[i]`
+    /// listening there (p2p 9400, API 9500); the caller keeps the `Netns`
+    /// alive while the devnet runs.
+    pub netns: Option<crate::netns::NetnsLayout>,
 }
 
 impl DevnetOptions {
@@ -607,6 +636,7 @@ impl DevnetOptions {
             gas_refund_cap: GAS_REFUND_CAP,
             commit_reveal_ms: 0,
             hosts: None,
+            netns: None,
         }
     }
 }
@@ -667,6 +697,9 @@ pub struct Devnet {
     pub options: DevnetOptions,
     /// Directed link proxies `(from, to)` when `options.link_proxies`.
     pub links: Vec<((usize, usize), LinkProxy)>,
+    /// The loopback proxy in front of a namespaced anvil (`options.netns`),
+    /// held for as long as the devnet runs.
+    _rpc_proxy: Option<LinkProxy>,
     salt: u64,
 }
 
@@ -711,16 +744,28 @@ impl Devnet {
         let (anvil, rpc_url) = match &options.rpc_url {
             Some(url) => (None, url.clone()),
             None => {
-                let a = Anvil::start(
-                    &options.anvil,
-                    port(0)?,
-                    options.block_time,
-                    options.finality_slots,
-                    &dir.join("anvil.log"),
-                )?;
+                let log = dir.join("anvil.log");
+                let (bin, blocks, slots) =
+                    (&options.anvil, options.block_time, options.finality_slots);
+                let a = match &options.netns {
+                    Some(l) => {
+                        let host = l.anvil.ip.to_string();
+                        Anvil::spawn(l.anvil.command(bin), bin, &host, 8545, blocks, slots, &log)?
+                    }
+                    None => Anvil::start(bin, port(0)?, blocks, slots, &log)?,
+                };
                 let url = a.url.clone();
                 (Some(a), url)
             }
+        };
+        // A namespaced anvil is reached from here through a loopback proxy:
+        // alloy polls receipts every 250 ms for a loopback URL, 7 s otherwise.
+        let (node_rpc_url, rpc_url, rpc_proxy) = match (&options.netns, &anvil) {
+            (Some(l), Some(_)) => {
+                let proxy = LinkProxy::start(SocketAddr::from((l.anvil.ip, 8545))).await?;
+                (rpc_url, format!("http://{}", proxy.addr), Some(proxy))
+            }
+            _ => (rpc_url.clone(), rpc_url, None),
         };
         let provider = ProviderBuilder::new().connect_http(rpc_url.parse()?).erased();
         wait_for_chain(&provider, &rpc_url).await?;
@@ -831,7 +876,7 @@ impl Devnet {
             ensure!(index == i as u64, "resolver {i} got registry index {index}");
 
             let mut config = NodeConfig { data_dir: node_dir.join("data"), ..Default::default() };
-            config.chain.rpc_url = rpc_url.clone();
+            config.chain.rpc_url = node_rpc_url.clone();
             config.chain.escrow = deployment.escrow;
             config.chain.confirmations =
                 crate::config::Confirmations::Blocks(options.confirmations);
@@ -871,6 +916,7 @@ impl Devnet {
                 p2p: addrs[i].clone(),
                 config,
                 operator,
+                netns: None,
                 child: None,
             });
         }
@@ -901,6 +947,25 @@ impl Devnet {
                 }
             }
         }
+        if let Some(layout) = &options.netns {
+            ensure!(layout.nodes.len() == nodes.len(), "one namespace per node");
+            ensure!(!options.link_proxies, "link proxies and namespaces do not mix");
+            let addr = |i: usize| format!("/ip4/{}/tcp/9400", layout.nodes[i].ip);
+            for (i, node) in nodes.iter_mut().enumerate() {
+                let c = &mut node.config;
+                c.p2p.listen = addr(i);
+                c.p2p.bootstrap = (0..layout.nodes.len()).filter(|&j| j != i).map(addr).collect();
+                c.api.listen = SocketAddr::from((layout.nodes[i].ip, 9500));
+                // A non-loopback API takes `PUT /content` only with a token.
+                let token = node.dir.join("content-token");
+                let secret = alloy_primitives::hex::encode(rand::random::<[u8; 16]>());
+                keys::write_private(&token, secret.as_bytes())?;
+                c.api.content_token_file = Some(token);
+                node.api = c.api.listen;
+                node.p2p = addr(i);
+                node.netns = Some(layout.nodes[i].clone());
+            }
+        }
         for node in &nodes {
             std::fs::write(node.config_path(), toml::to_string(&node.config)?)?;
         }
@@ -915,6 +980,7 @@ impl Devnet {
             nodes,
             options,
             links,
+            _rpc_proxy: rpc_proxy,
             salt: 0,
         })
     }

@@ -14,7 +14,9 @@
 //!   partials, certificates, cursor, evidence);
 //! - [`api`], [`metrics`], [`config`]; [`keys`] / [`keystore`] (EIP-2335);
 //!   [`inspect`]; `devnet` (local network orchestration for tests and demos,
-//!   cargo feature `devnet` only: not in an operator's build).
+//!   cargo feature `devnet` only: not in an operator's build) and `netns`
+//!   (its multi-host layout: a network namespace per node over emulated WAN
+//!   links, same feature).
 
 pub mod anchor;
 pub mod api;
@@ -31,6 +33,8 @@ pub mod interchange;
 pub mod keys;
 pub mod keystore;
 pub mod metrics;
+#[cfg(feature = "devnet")]
+pub mod netns;
 pub mod node;
 pub mod p2p;
 pub mod rpc;

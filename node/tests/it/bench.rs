@@ -20,7 +20,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Replay + sign + batch-verify-and-aggregate of `n` partials, in one process.
-fn floor_ms(content: &DealContent, n: usize, domain: &resolvd_proto::VerdictDomain) -> f64 {
+pub(crate) fn floor_ms(
+    content: &DealContent,
+    n: usize,
+    domain: &resolvd_proto::VerdictDomain,
+) -> f64 {
     let keys: Vec<SecretKey> =
         (0..n).map(|i| SecretKey::from_seed(&[i as u8 + 1; 32]).unwrap()).collect();
     let members = keys

@@ -16,4 +16,5 @@ mod network;
 mod p2p;
 mod protection;
 mod rpc;
+mod scale;
 mod signer;
