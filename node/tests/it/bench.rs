@@ -14,6 +14,16 @@ use resolvd_proto::{wire::SignedVerdict, Canonical, ContentType, ReexecRequestV1
 use resolvd_replay::EvmBackend;
 use std::time::{Duration, Instant};
 
+/// The EIP-712 domain a devnet's escrow signs under.
+pub(crate) fn devnet_domain(net: &resolvd_node::devnet::Devnet) -> resolvd_proto::VerdictDomain {
+    resolvd_proto::VerdictDomain {
+        name: "resolvd".into(),
+        version: "1".into(),
+        chain_id: 31337,
+        verifying_contract: net.deployment.escrow,
+    }
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -230,12 +240,7 @@ async fn dispute_latency_and_memory() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle_rss: Vec<u64> = net.0.nodes.iter().map(|n| n.rss_kib().unwrap_or(0)).collect();
     let content = net.0.deal_content(DealKind::Honest).await.unwrap();
-    let domain = resolvd_proto::VerdictDomain {
-        name: "resolvd".into(),
-        version: "1".into(),
-        chain_id: 31337,
-        verifying_contract: net.0.deployment.escrow,
-    };
+    let domain = devnet_domain(&net.0);
     let floor = floor_ms(&content, nodes, &domain);
 
     let mut witness_to = vec![0];

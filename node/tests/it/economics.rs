@@ -157,32 +157,20 @@ async fn with_commit_reveal_a_lazy_copier_is_never_certified_and_fees_timeouts_a
     let (rpc, escrow) = (net.0.rpc_url.clone(), net.0.deployment.escrow.to_string());
     let keystore = dir.join("account.json");
     let password = dir.join("password");
-    let shown = resolvd(&[
+    let base = [
         "rewards",
         "--rpc-url",
-        &rpc,
+        rpc.as_str(),
         "--escrow",
-        &escrow,
+        escrow.as_str(),
         "--token",
-        &token,
-        "--resolver",
-        "0",
-    ]);
+        token.as_str(),
+    ];
+    let shown = resolvd(&[&base[..], &["--resolver", "0"]].concat());
     assert_eq!(shown["pendingTotal"], pending[0].to_string(), "{shown}");
-    let claimed = resolvd(&[
-        "rewards",
-        "--rpc-url",
-        &rpc,
-        "--escrow",
-        &escrow,
-        "--token",
-        &token,
-        "--claim",
-        "--account-keystore",
-        keystore.to_str().unwrap(),
-        "--account-password-file",
-        password.to_str().unwrap(),
-    ]);
+    let (keystore, password) = (keystore.to_str().unwrap(), password.to_str().unwrap());
+    let account = ["--account-keystore", keystore, "--account-password-file", password];
+    let claimed = resolvd(&[&base[..], &["--claim"], &account[..]].concat());
     let credits: U256 = claimed["claimed"]["credits"].as_str().unwrap().parse().unwrap();
     let after = net.0.view(tok, held).await.unwrap();
     assert_eq!(after, before + pending[0] + credits, "{claimed}");
