@@ -1667,13 +1667,16 @@ impl Engine {
         };
         if entered {
             let known = cr.committed.get(&c.signer_index).is_some_and(|l| l.contains(&c.commit));
-            if !known && !cr.late.contains(&c.signer_index) {
-                cr.late.push(c.signer_index);
-                cr.late.sort_unstable();
-                Metrics::count(&self.metrics.commit_reveal, "late_commit");
-                info!(target: "pipeline", deal = %deal_id, signer = c.signer_index, "commitment arrived in the reveal phase: its partial will not count");
+            if known || cr.late.contains(&c.signer_index) {
+                // Forwarded once per signer: late commitments cannot be told
+                // from forgeries, so more of them would only spread spam.
+                return Some(MessageAcceptance::Ignore);
             }
-            return Some(if known { MessageAcceptance::Ignore } else { MessageAcceptance::Accept });
+            cr.late.push(c.signer_index);
+            cr.late.sort_unstable();
+            Metrics::count(&self.metrics.commit_reveal, "late_commit");
+            info!(target: "pipeline", deal = %deal_id, signer = c.signer_index, "commitment arrived in the reveal phase: its partial will not count");
+            return Some(MessageAcceptance::Accept);
         }
         let list = cr.committed.entry(c.signer_index).or_default();
         if list.contains(&c.commit) || list.len() >= MAX_COMMITS_PER_SIGNER {

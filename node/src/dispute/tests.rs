@@ -1076,6 +1076,11 @@ fn commit_reveal_commits_first_reveals_at_threshold_and_counts_only_timely_commi
     // The lazy signer 3 copies the revealed commitment: its commitment is late.
     let actions = gossip_commit(&mut rig, &lazy, origin(3));
     assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Accept)]);
+    // Another late commitment of the same signer is not forwarded.
+    let mut forged = PartialCommit::of(&lazy);
+    forged.commit = B256::repeat_byte(0x77);
+    rig.engine.on_gossip(origin(33), Gossip::Commit(forged), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Commits, MessageAcceptance::Ignore)]);
     rig.gossip_partial(lazy.clone(), origin(13));
     rig.gossip_partial(p1.clone(), origin(21));
     let actions = rig.batch();
