@@ -522,6 +522,9 @@ async fn resolver_json(chain: &Chain, index: u64) -> eyre::Result<serde_json::Va
     }))
 }
 
+/// Epochs `resolvd rewards` reads: the newest of the resolver's membership.
+const MAX_REWARD_EPOCHS: u64 = 4_096;
+
 /// Epochs one `claimRewards` transaction claims (its gas grows with them).
 const CLAIM_EPOCHS_PER_TX: usize = 64;
 
@@ -567,7 +570,9 @@ pub(crate) async fn rewards(args: RewardsArgs) -> eyre::Result<()> {
     } else {
         let last =
             if info.leftEpoch == U256::ZERO { current } else { info.leftEpoch - U256::from(1) };
-        (info.joinedEpoch.to::<u64>()..=last.to::<u64>()).collect()
+        let (first, last) = (info.joinedEpoch.saturating_to::<u64>(), last.saturating_to::<u64>());
+        // One view per epoch: at most the newest MAX_REWARD_EPOCHS.
+        (first.max(last.saturating_sub(MAX_REWARD_EPOCHS - 1))..=last).collect()
     };
     let pending = pending_of(epochs.clone()).await?;
     let claimable = match chain.account {
