@@ -7,7 +7,8 @@
 #                   from npm, pinned by deploy/toolchain/package-lock.json
 #   .tools/bin/     forge, anvil, cast, and `solc` (our shim over solcjs)
 #   contracts/node_modules/   OpenZeppelin 5.7.0, pinned by contracts/package-lock.json
-#   apt             libclang-dev (bindgen for RocksDB), when missing
+#   apt             libclang-dev (bindgen for RocksDB), python3-venv, iproute2 and
+#                   util-linux (the namespace scale test), when missing
 #   cargo           cargo-nextest, when missing
 #   .tools/venv/    kubernetes-validate 1.31.0 (pip, brings PyYAML), for deploy/validate.sh
 #   (kubectl with built-in Kustomize must be on PATH: checked, not installed —
@@ -28,6 +29,9 @@ missing=()
 dpkg -s libclang-dev >/dev/null 2>&1 || missing+=(libclang-dev)
 # `python3 -m venv` (for kubernetes-validate) needs ensurepip: python3-venv on Debian.
 python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+# The network-namespace scale test (node/tests/it/scale.rs) runs `ip netns` and `setpriv`.
+command -v ip >/dev/null || missing+=(iproute2)
+command -v setpriv >/dev/null || missing+=(util-linux)
 if ((${#missing[@]})); then
   if [ "$(id -u)" -ne 0 ]; then
     say "missing apt packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})"

@@ -280,8 +280,6 @@ pub enum FeeEvent {
         submitter: Address,
         /// The refund credited to it.
         refund: U256,
-        /// What accrued to the signers.
-        to_signers: U256,
     },
     /// The resolver claimed rewards.
     Claimed {
@@ -857,7 +855,6 @@ impl Chain {
                         epoch: to_u64(e.epoch)?,
                         submitter: e.submitter,
                         refund: e.refund,
-                        to_signers: e.toSigners,
                     });
                 }
                 Some(&IEscrow::RewardsClaimed::SIGNATURE_HASH) => {

@@ -798,11 +798,6 @@ impl Engine {
         self.commit_reveal = window;
     }
 
-    /// The commit-reveal setting new disputes use.
-    pub fn commit_reveal(&self) -> Option<Duration> {
-        self.commit_reveal
-    }
-
     /// A partial of this node's key it did not make, once seen (deal,
     /// epoch, signer index): the node must stop signing.
     pub fn doppelganger(&self) -> Option<(B256, u64, u32)> {

@@ -60,7 +60,7 @@ impl Ledger {
     pub fn apply(&mut self, events: &[FeeEvent], account: Option<Address>) {
         for e in events {
             match e {
-                FeeEvent::Distributed { token, epoch, submitter, refund, .. } => {
+                FeeEvent::Distributed { token, epoch, submitter, refund } => {
                     let t = self.tokens.entry(*token).or_default();
                     t.epochs.insert(*epoch);
                     if Some(*submitter) == account {
@@ -135,7 +135,6 @@ mod tests {
             epoch,
             submitter,
             refund: U256::from(refund),
-            to_signers: U256::from(1000),
         };
         l.apply(
             &[

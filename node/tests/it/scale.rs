@@ -164,22 +164,8 @@ async fn scenario(topology: &Netns, nodes: usize) {
     let deadline = Instant::now() + Duration::from_secs(60);
     for n in &net.0.nodes {
         for (deal, outcome) in open.iter().zip(outcomes) {
-            let path = format!("/disputes/{}", deal.deal_id);
-            loop {
-                let view = n.get(&path).await.ok();
-                let done = view.as_ref().is_some_and(|v| v["phase"] == "settled");
-                if done {
-                    let v = view.unwrap_or_default();
-                    assert_eq!(v["certified_outcome"], outcome, "node {}: {v}", n.index);
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "node {} never saw {path} settled: {view:?}",
-                    n.index
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            let v = settled_view(n, &format!("/disputes/{}", deal.deal_id), deadline).await;
+            assert_eq!(v["certified_outcome"], outcome, "node {}: {v}", n.index);
         }
     }
 
@@ -368,24 +354,9 @@ async fn scale_bench() {
         let path = format!("/disputes/{}", open.deal_id);
         let deadline = Instant::now() + settle;
         for n in &net.0.nodes {
-            loop {
-                let v = n.get(&path).await.unwrap_or_default();
-                if v["phase"] == "settled" {
-                    if let Some(ms) = v["certificate_ms"].as_f64() {
-                        seen_to_cert.push(ms);
-                    }
-                    if let Some(ms) = v["settlement_ms"].as_f64() {
-                        seen_to_settle.push(ms);
-                    }
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "node {} never saw dispute {k} settled",
-                    n.index
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            let v = settled_view(n, &path, deadline).await;
+            seen_to_cert.extend(v["certificate_ms"].as_f64());
+            seen_to_settle.extend(v["settlement_ms"].as_f64());
         }
         for (i, n) in net.0.nodes.iter().enumerate() {
             peak_rss[i] = peak_rss[i].max(n.rss_kib().unwrap_or(0));
@@ -484,4 +455,25 @@ async fn partitions(
             "healToSettlementMs": healed.elapsed().as_secs_f64() * 1e3,
         },
     })
+}
+
+/// `node`'s view at `path` once it shows the dispute settled (polled every
+/// 200 ms until `deadline`).
+async fn settled_view(
+    node: &resolvd_node::devnet::DevNode,
+    path: &str,
+    deadline: Instant,
+) -> serde_json::Value {
+    loop {
+        let view = node.get(path).await.ok();
+        if let Some(v) = view.as_ref().filter(|v| v["phase"] == "settled") {
+            return v.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {} never saw {path} settled: {view:?}",
+            node.index
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
