@@ -76,21 +76,16 @@ bench-node: tools
 
 ## bench-scale: for each N in SCALE_NODES, N nodes each in its own network namespace
 ## over emulated WAN links (50 ms ± 10 ms one way, 1 % loss, 100 Mbit/s; needs root),
-## SCALE_DISPUTES disputes; writes target/scale-<N>.json (latency p50/p99, bytes,
-## CPU, RSS and gossip per node per dispute). SCALE_CARGO_FLAGS= for a debug build.
+## SCALE_DISPUTES disputes and two partitions, release build; writes
+## $CARGO_TARGET_DIR/bench-report/scale-<N>.{json,log} and the scale section of BENCHMARKS.md.
 SCALE_NODES ?= 16 32 64
 SCALE_DISPUTES ?= 10
-SCALE_CARGO_FLAGS ?= --release
 bench-scale: tools
 	cd contracts && forge build
-	for n in $(SCALE_NODES); do \
-	  RESOLVD_SCALE_NODES=$$n RESOLVD_SCALE_DISPUTES=$(SCALE_DISPUTES) \
-	  RESOLVD_SCALE_OUT="$(CURDIR)/target/scale-$$n.json" \
-	  cargo nextest run -p resolvd-node $(SCALE_CARGO_FLAGS) --locked --run-ignored only \
-	    -E 'test(scale_bench)' --no-capture; \
-	done
+	SCALE_NODES="$(SCALE_NODES)" SCALE_DISPUTES=$(SCALE_DISPUTES) ONLY_SCALE=1 deploy/bench-report.sh
 
-## bench-report: regenerate BENCHMARKS.md (criterion, forge gas, devnet latency for N = 4, 7, 10).
+## bench-report: regenerate BENCHMARKS.md (criterion, forge gas, devnet latency for N = 4, 7, 10,
+## and the scale table of bench-scale).
 bench-report: tools
 	cd contracts && forge build
 	deploy/bench-report.sh

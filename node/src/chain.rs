@@ -385,6 +385,14 @@ impl Chain {
         Ok(chain)
     }
 
+    /// How often a sent transaction's receipt is polled. alloy's default is
+    /// 250 ms for a transport on this machine and 7 s for any other, which
+    /// would hold every submission of an operator with a remote RPC up to
+    /// 7 s after it was mined.
+    pub fn set_receipt_poll(&self, every: Duration) {
+        self.provider.client().set_poll_interval(every);
+    }
+
     /// Also serves `escrow`: refused ([`ChainError::Config`]) unless it uses
     /// this chain's registry (its committees, bonds and slashing are that
     /// registry's).

@@ -118,7 +118,8 @@ pub struct ChainConfig {
     /// or the `"safe"` / `"finalized"` block tag. Logs are acted on, and
     /// committees and announcements read, at the confirmed block.
     pub confirmations: Confirmations,
-    /// How often the head is polled, in milliseconds.
+    /// How often the head, and a sent transaction's receipt, are polled, in
+    /// milliseconds.
     pub poll_interval_ms: u64,
     /// First block to scan when the database has no cursor yet.
     pub start_block: u64,
@@ -209,11 +210,11 @@ pub struct KeysConfig {
 
 impl Default for KeysConfig {
     fn default() -> Self {
-        // Three republish periods of an own partial (4 s each).
+        // Two republish periods of an own partial (16 s each), and slack.
         Self {
             bls_keystore: None,
             password_file: None,
-            doppelganger_wait_secs: 12,
+            doppelganger_wait_secs: 36,
             remote_signer: None,
             remote_signer_token_file: None,
         }

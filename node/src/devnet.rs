@@ -676,6 +676,11 @@ pub struct OpenDeal {
     pub block: u64,
 }
 
+/// Peers each node must have before [`Devnet::wait_mesh`] returns, in a
+/// network larger than this + 1: more than the mesh degree's upper bound
+/// (D_high = 12 at the default D = 6), so each mesh can fill.
+pub const MESH_PEERS: usize = 16;
+
 /// A running devnet.
 #[derive(Debug)]
 pub struct Devnet {
@@ -1000,18 +1005,22 @@ impl Devnet {
         self.nodes[i].start(&bin)
     }
 
-    /// Waits until every running node sees every other running node.
+    /// Waits until every running node is connected to every other running
+    /// node, or, in a network of more than [`MESH_PEERS`] + 1, to at least
+    /// that many (the nodes keep dialling the rest; gossip reaches a node
+    /// through any of its peers).
     pub async fn wait_mesh(&mut self, timeout: Duration) -> eyre::Result<()> {
         let deadline = Instant::now() + timeout;
         let running: Vec<usize> =
             (0..self.nodes.len()).filter(|&i| self.nodes[i].running()).collect();
+        let need = (running.len().saturating_sub(1)).min(MESH_PEERS);
         'outer: loop {
             ensure!(Instant::now() < deadline, "p2p mesh not formed within {timeout:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
             for &i in &running {
                 let Ok(status) = self.nodes[i].get("/status").await else { continue 'outer };
                 let peers = status["peers"].as_array().map_or(0, Vec::len);
-                if peers + 1 < running.len() {
+                if peers < need {
                     continue 'outer;
                 }
             }

@@ -117,7 +117,7 @@ impl Default for EngineConfig {
             submit_slot: Duration::from_secs(4),
             max_buffered_partials: 4_096,
             buffer_ttl: Duration::from_secs(120),
-            republish: Duration::from_secs(4),
+            republish: Duration::from_secs(16),
             retain_settled: Duration::from_secs(600),
             max_finished: 65_536,
             max_confirming: 32,
@@ -413,6 +413,16 @@ fn same_dispute(a: &DisputeAnnouncement, b: &DisputeAnnouncement) -> bool {
         && a.resolve_deadline == b.resolve_deadline
 }
 
+/// Nodes that gossip a certificate they built as soon as it forms: the first
+/// ones of the deal's submitter order ([`submit_rank`]). Every node aggregates
+/// the partials it sees and most finish at about the same moment; if all
+/// gossiped, each would receive ~N certificates per dispute. The others
+/// gossip theirs when their submit slot comes (the ones before them did
+/// not settle the deal) unless a verified certificate reached them from a
+/// peer; a certificate received is forwarded by gossipsub, never published
+/// again.
+pub const CERTIFICATE_GOSSIPERS: usize = 2;
+
 /// The deterministic submitter order of `deal_id`: `members` sorted by
 /// `keccak256(dealId ‖ index)`. Returns `me`'s rank (`members.len()` if absent).
 /// Every node computes the same order from the committee alone, and the first
@@ -582,6 +592,10 @@ struct Dispute {
     submit_at: Option<Instant>,
     submit_backoff: Duration,
     submitting: bool,
+    /// Whether this node gossiped its certificate (see [`CERTIFICATE_GOSSIPERS`]).
+    certificate_gossiped: bool,
+    /// Whether its certificate came verified from a peer (the network has one).
+    certificate_from_peer: bool,
     last_publish: Instant,
     finished_at: Option<Instant>,
     /// Commit-reveal: the commit window (None: off for this dispute).
@@ -632,6 +646,8 @@ impl Dispute {
             submit_at: None,
             submit_backoff: Duration::ZERO,
             submitting: false,
+            certificate_gossiped: false,
+            certificate_from_peer: false,
             last_publish: now,
             finished_at: None,
             reveal_window: None,
@@ -1934,6 +1950,7 @@ impl Engine {
         for event in events {
             match event {
                 BuilderEvent::Verified { signer, digest } => {
+                    Metrics::count(&self.metrics.partials_verified, "valid");
                     let Some((p, origins)) = self.deferred.remove(&(digest, signer)) else {
                         continue;
                     };
@@ -1979,6 +1996,7 @@ impl Engine {
                     }
                 }
                 BuilderEvent::Invalid { signer, digest } => {
+                    Metrics::count(&self.metrics.partials_verified, "invalid");
                     if let Some((_, origins)) = self.deferred.remove(&(digest, signer)) {
                         for origin in origins {
                             warn!(target: "p2p", peer = %origin.peer, signer, "rejecting partial with an invalid signature");
@@ -2046,8 +2064,12 @@ impl Engine {
         d.submit_backoff = self.cfg.retry;
         info!(target: "pipeline", deal = %deal_id, outcome = ?qc.commitment.outcome, non_signers = ?qc.non_signers, built_here, rank, "certificate");
         d.certificate = Some(qc.clone());
-        d.last_publish = now;
-        self.actions.push_back(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
+        d.certificate_from_peer = !built_here;
+        if built_here && rank < CERTIFICATE_GOSSIPERS {
+            d.certificate_gossiped = true;
+            d.last_publish = now;
+            self.actions.push_back(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
+        }
     }
 
     /// Replaces a dispute's certificate by one with more signers, if this
@@ -2397,6 +2419,15 @@ impl Engine {
                 if !d.submitting && d.submit_at.is_some_and(|t| now >= t) {
                     if let Some(qc) = &d.certificate {
                         d.submitting = true;
+                        if !d.certificate_gossiped && !d.certificate_from_peer {
+                            // The submitters before this one did not settle
+                            // and no certificate reached this node: peers may
+                            // lack one too.
+                            d.certificate_gossiped = true;
+                            submit.push(Action::Publish(Gossip::Certificate(Box::new(
+                                qc.to_wire(),
+                            ))));
+                        }
                         submit.push(Action::Submit {
                             deal_id: *id,
                             escrow: d.info.escrow,
@@ -2428,7 +2459,10 @@ impl Engine {
                 }
                 again.extend(d.extra.iter().cloned().map(Gossip::Verdict));
                 again.extend(
-                    d.certificate.as_ref().map(|c| Gossip::Certificate(Box::new(c.to_wire()))),
+                    d.certificate
+                        .as_ref()
+                        .filter(|_| d.certificate_gossiped)
+                        .map(|c| Gossip::Certificate(Box::new(c.to_wire()))),
                 );
             }
         }

@@ -78,6 +78,8 @@ pub struct Metrics {
     pub gas_spent_wei: Gauge<f64, AtomicU64>,
     /// Partials waiting for batch verification.
     pub pending_partials: Gauge,
+    /// Partial signatures checked by pairing, by result (valid / invalid).
+    pub partials_verified: Family<ResultLabel, Counter>,
     /// Connected peers.
     pub peers: Gauge,
     /// Disputes not yet settled or expired.
@@ -150,6 +152,7 @@ impl Default for Metrics {
             gas_refunds: Family::default(),
             gas_spent_wei: Gauge::default(),
             pending_partials: Gauge::default(),
+            partials_verified: Family::default(),
             peers: Gauge::default(),
             disputes_in_flight: Gauge::default(),
             dropped_announcements: Counter::default(),
@@ -199,6 +202,11 @@ impl Default for Metrics {
             "dropped_partials",
             "Partials dropped for a full buffer",
             m.dropped_partials.clone(),
+        );
+        registry.register(
+            "partials_verified",
+            "Partial signatures checked by pairing, by result",
+            m.partials_verified.clone(),
         );
         registry.register(
             "commit_reveal",

@@ -336,6 +336,7 @@ impl Node {
         .await
         .map_err(|e| eyre::eyre!("{e}"))?;
         let mut chain = chain;
+        chain.set_receipt_poll(cfg.poll_interval());
         for escrow in &cfg.chain.escrows {
             chain = with_retries("chain.escrows", 10, || chain.clone().serve_escrow_owned(*escrow))
                 .await?;
@@ -345,6 +346,8 @@ impl Node {
             listen: cfg.p2p.listen.parse().map_err(|e| eyre::eyre!("p2p.listen: {e}"))?,
             heartbeat: Duration::from_millis(cfg.p2p.heartbeat_ms.max(50)),
             mesh: cfg.p2p.mesh,
+            // Below the republish period, so each republish is sent.
+            seen_ttl: EngineConfig::default().republish * 3 / 4,
             ..P2pConfig::default()
         };
         let bootstrap = cfg

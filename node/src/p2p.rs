@@ -274,6 +274,13 @@ pub struct P2pConfig {
     pub mesh: usize,
     /// Largest gossip message sent or accepted (default [`MAX_GOSSIP_LEN`]).
     pub max_message: usize,
+    /// How long a message id stays in the seen cache: a message with the same
+    /// bytes (ids are content-addressed, see [`message_id`]) is neither
+    /// re-forwarded nor re-published for this long. Must exceed how long a
+    /// message can still circulate (propagation plus gossipsub's IHAVE window,
+    /// `history_length` = 5 heartbeats) and stay below the engine's republish
+    /// period, or republishing sends nothing.
+    pub seen_ttl: Duration,
 }
 
 impl Default for P2pConfig {
@@ -283,6 +290,7 @@ impl Default for P2pConfig {
             heartbeat: Duration::from_secs(1),
             mesh: 6,
             max_message: MAX_GOSSIP_LEN,
+            seen_ttl: Duration::from_secs(12),
         }
     }
 }
@@ -296,13 +304,39 @@ fn setup<E: std::fmt::Display>(e: E) -> P2pError {
     P2pError(e.to_string())
 }
 
+/// Bytes of a [`message_id`].
+pub const MESSAGE_ID_LEN: usize = 20;
+
+/// The gossipsub id of a message: the first 20 bytes of
+/// `SHA-256(topic hash ‖ 0x00 ‖ data)`. Content-addressed, as in Ethereum's
+/// consensus layer: messages carry no libp2p author, sequence number or
+/// signature (every payload authenticates itself: partials and
+/// certificates by BLS, announcements and evidence against the chain), so
+/// copies of one payload, from any peer or a republish, are one message.
+pub fn message_id(message: &gossipsub::Message) -> gossipsub::MessageId {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(message.topic.as_str().as_bytes());
+    h.update([0u8]);
+    h.update(&message.data);
+    gossipsub::MessageId::new(&h.finalize()[..MESSAGE_ID_LEN])
+}
+
 /// Builds the swarm, subscribes to every topic and starts listening.
+///
+/// Gossipsub runs unsigned (`StrictNoSign`: [`gossipsub::ValidationMode::Anonymous`])
+/// with content-addressed ids ([`message_id`]): no ed25519 signature is made
+/// per publish or checked per received copy (each copy was checked before the
+/// seen cache could drop it), and a partial is ~110 bytes smaller. Peers are
+/// still scored by the connection a message came over.
 pub fn build_swarm(
     key: identity::Keypair,
     config: &P2pConfig,
 ) -> Result<Swarm<Behaviour>, P2pError> {
     let gossip_config = gossipsub::ConfigBuilder::default()
-        .validation_mode(gossipsub::ValidationMode::Strict)
+        .validation_mode(gossipsub::ValidationMode::Anonymous)
+        .message_id_fn(message_id)
+        .duplicate_cache_time(config.seen_ttl)
         .validate_messages()
         .max_transmit_size(config.max_message)
         .heartbeat_interval(config.heartbeat)
@@ -318,7 +352,7 @@ pub fn build_swarm(
         .map_err(setup)?
         .with_behaviour(|key| {
             let mut gossipsub = gossipsub::Behaviour::new(
-                gossipsub::MessageAuthenticity::Signed(key.clone()),
+                gossipsub::MessageAuthenticity::Anonymous,
                 gossip_config,
             )?;
             // Rejected messages cost score on their topic (-100 x count^2,

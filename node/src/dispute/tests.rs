@@ -206,6 +206,10 @@ fn certificate_of(actions: &[Action]) -> Option<QuorumCertificate> {
     })
 }
 
+fn gossips_certificate(actions: &[Action]) -> bool {
+    actions.iter().any(|x| matches!(x, Action::Publish(Gossip::Certificate(_))))
+}
+
 fn certificate(a: &DisputeAnnouncement, signers: &[usize]) -> QuorumCertificate {
     let c = commitment(a, ReexecVerdict::Reproduced);
     let committee = committee(EPOCH, 4);
@@ -267,7 +271,8 @@ fn phases_run_in_order_and_the_partial_is_persisted_before_it_is_gossiped() {
     let qc = certificate_of(&actions).expect("certificate");
     assert_eq!(qc.non_signers, vec![3]);
     assert_eq!(rig.phase(&a), Phase::Certified);
-    assert!(actions.iter().any(|x| matches!(x, Action::Publish(Gossip::Certificate(_)))));
+    let rank = submit_rank(&a.deal_id, &[0, 1, 2, 3], 0);
+    assert_eq!(gossips_certificate(&actions), rank < CERTIFICATE_GOSSIPERS, "rank {rank}");
     assert_eq!(
         reports(&actions),
         vec![
@@ -1237,4 +1242,77 @@ fn the_submitted_certificate_takes_in_signers_verified_after_the_threshold() {
     assert!(submitted.non_signers.is_empty(), "{:?}", submitted.non_signers);
     submitted.verify(&committee(EPOCH, 4), &domain()).unwrap();
     assert_eq!(rig.engine.view(&a.deal_id).unwrap().certificate_non_signers, Some(vec![]));
+}
+
+#[test]
+fn a_built_certificate_is_gossiped_at_once_by_the_first_submitters_only_the_rest_at_their_slot() {
+    let cfg = EngineConfig::default();
+    let members = [0u32, 1, 2, 3];
+    let mut seen_ranks = HashSet::new();
+    for deal in 1..=6u8 {
+        let a = announcement(deal);
+        for me in 0..4usize {
+            let rank = submit_rank(&a.deal_id, &members, me as u32);
+            seen_ranks.insert(rank);
+            let mut rig = Rig::new(Some(me));
+            let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+            rig.drain();
+            for s in (0..4).filter(|&s| s != me).take(2) {
+                rig.gossip_partial(partial(s, EPOCH, own.commitment), origin(s as u8));
+            }
+            let actions = rig.batch();
+            assert!(certificate_of(&actions).is_some(), "threshold reached");
+            let at_once = rank < CERTIFICATE_GOSSIPERS;
+            assert_eq!(gossips_certificate(&actions), at_once, "deal {deal}, member {me}, rank {rank}");
+            if at_once {
+                // Re-gossiped with the partial while the dispute is open.
+                rig.later(cfg.republish);
+                rig.engine.on_tick(rig.now);
+                assert!(gossips_certificate(&rig.drain()), "republished");
+                continue;
+            }
+            // Not before its submit slot (republish included)...
+            rig.later(cfg.submit_slot * rank as u32 - Duration::from_millis(1));
+            rig.engine.on_tick(rig.now);
+            assert!(!gossips_certificate(&rig.drain()), "rank {rank} before its slot");
+            // ... then with its submission, and republished after that.
+            rig.later(Duration::from_millis(1));
+            rig.engine.on_tick(rig.now);
+            let actions = rig.drain();
+            assert!(gossips_certificate(&actions), "rank {rank} at its slot: {actions:?}");
+            assert!(actions.iter().any(|x| matches!(x, Action::Submit { .. })));
+            rig.later(cfg.republish);
+            rig.engine.on_tick(rig.now);
+            assert!(gossips_certificate(&rig.drain()), "republished");
+        }
+    }
+    assert_eq!(seen_ranks.len(), 4, "every rank was tried");
+}
+
+#[test]
+fn a_certificate_from_a_peer_is_never_published_again() {
+    let cfg = EngineConfig::default();
+    let a = announcement(1);
+    let members = [0u32, 1, 2, 3];
+    let me = (0..4).max_by_key(|&m| submit_rank(&a.deal_id, &members, m)).unwrap();
+    let rank = submit_rank(&a.deal_id, &members, me);
+    let mut rig = Rig::new(Some(me as usize));
+    rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let qc = certificate(&a, &[0, 1, 2, 3]);
+    rig.engine.on_gossip(origin(9), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
+    let actions = rig.drain();
+    assert_eq!(reports(&actions), vec![(Topic::Certificates, MessageAcceptance::Accept)]);
+    assert!(!gossips_certificate(&actions), "gossipsub forwards it");
+    // Not at its slot (it submits), nor with the republished partial.
+    rig.later(cfg.submit_slot * rank as u32);
+    rig.engine.on_tick(rig.now);
+    let actions = rig.drain();
+    assert!(actions.iter().any(|x| matches!(x, Action::Submit { .. })), "{actions:?}");
+    assert!(!gossips_certificate(&actions));
+    rig.later(cfg.republish);
+    rig.engine.on_tick(rig.now);
+    let actions = rig.drain();
+    assert!(!gossips_certificate(&actions));
+    assert!(published_verdicts(&actions).contains(&me), "the own partial still is: {actions:?}");
 }

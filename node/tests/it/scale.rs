@@ -222,10 +222,20 @@ fn gossip_counts(metrics: &str) -> std::collections::BTreeMap<String, f64> {
     out
 }
 
+/// Partial signatures a node checked by pairing (`resolvd_partials_verified_total`).
+fn partials_verified(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("resolvd_partials_verified_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// What every node had used up to one moment.
 struct Snapshot {
     at: Instant,
     cpu: Vec<f64>,
+    verified: Vec<f64>,
     gossip: Vec<std::collections::BTreeMap<String, f64>>,
     links: resolvd_node::netns::LinkStats,
 }
@@ -234,12 +244,15 @@ impl Snapshot {
     async fn take(topology: &Netns, net: &resolvd_node::devnet::Devnet, ticks: f64) -> Self {
         let mut cpu = Vec::new();
         let mut gossip = Vec::new();
+        let mut verified = Vec::new();
         for n in &net.nodes {
             cpu.push(n.pid().and_then(|p| cpu_seconds(p, ticks)).expect("node CPU time"));
-            gossip.push(gossip_counts(&n.metrics().await.expect("node metrics")));
+            let metrics = n.metrics().await.expect("node metrics");
+            gossip.push(gossip_counts(&metrics));
+            verified.push(partials_verified(&metrics));
         }
         let links = topology.stats().expect("link counters");
-        Self { at: Instant::now(), cpu, gossip, links }
+        Self { at: Instant::now(), cpu, verified, gossip, links }
     }
 }
 
@@ -267,10 +280,7 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
             gossip_total += d;
             *by_topic.entry(k.clone()).or_default() += d / per;
         }
-        let accepted = |g: &std::collections::BTreeMap<String, f64>| {
-            g.get("verdicts/accept").copied().unwrap_or(0.0)
-        };
-        verdicts.push((accepted(&b.gossip[i]) - accepted(&a.gossip[i])) / per);
+        verdicts.push((b.verified[i] - a.verified[i]) / per);
     }
     let stat = |v: &[f64]| {
         let mut s = v.to_vec();
@@ -287,7 +297,7 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
         "cpuSecondsPerNode": stat(&cpu),
         "gossipMessagesValidated": gossip_total / per,
         "gossipMessagesValidatedByTopic": by_topic,
-        "verdictPartialsAcceptedPerNode": stat(&verdicts),
+        "partialsVerifiedPerNode": stat(&verdicts),
         "packetsLost": lost as f64 / per,
     })
 }

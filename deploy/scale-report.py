@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Writes the "Scale" section of BENCHMARKS.md from `make bench-scale` output.
+
+Usage: deploy/scale-report.py BENCHMARKS.md scale-16.json [scale-32.json ...]
+
+Each JSON file is what the ignored test `scale_bench` (node/tests/it/scale.rs)
+wrote for one N. The section between the markers below is replaced (appended
+when the file has none); the rest of BENCHMARKS.md is left as it is, so the
+scale table can be regenerated without re-running every other benchmark.
+"""
+
+import json
+import platform
+import subprocess
+import sys
+
+BEGIN = "<!-- scale:begin (deploy/scale-report.py) -->"
+END = "<!-- scale:end -->"
+
+
+def sh(cmd):
+    return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+
+
+def ms(v):
+    if v is None:
+        return "n/a"
+    return f"{v / 1e3:.2f} s" if v >= 1000 else f"{v:.0f} ms"
+
+
+def pair(d):
+    return f"{ms(d.get('p50'))} / {ms(d.get('p99'))}" if d else "n/a"
+
+
+def kib(v):
+    return f"{v / 1024:.0f} KiB"
+
+
+def section(reports):
+    cpu = sh("lscpu | sed -n 's/^Model name: *//p'") or platform.processor()
+    first = reports[0]
+    link = first["link"]
+    L = [BEGIN, "## Scale: N nodes in network namespaces over emulated WAN links\n"]
+    L.append(
+        f"`make bench-scale` (`SCALE_NODES`, `SCALE_DISPUTES`): each node in its own network namespace, "
+        f"all on one machine ({cpu}, {first['machine']['cpus']} cores), anvil in another (1 s blocks, 1 confirmation). "
+        f"Each node's egress: {link['oneWayDelayMs']:.0f} ms ± {link['jitterMs']:.0f} ms one way, "
+        f"{link['loss'] * 100:.0f} % loss, {link['rateBps'] / 1e6:.0f} Mbit/s ({link['emulator']}; the kernel here has no "
+        "`sch_netem`). Disputes run one at a time, alternating an honest delivery and a false claim; the witness goes to one "
+        "node and the others fetch it over the links. *Seen → certificate* is each node's own view (from confirming the "
+        "dispute to holding a certificate); the *floor* is one process doing the critical path alone: one replay, N "
+        "signatures, batch verification and aggregation. Per-dispute figures are per node, from the router's counters "
+        "(p2p bytes), `/proc/<pid>/stat` (CPU, also net of the idle rate) and the nodes' metrics.\n"
+    )
+    cols = [str(r["nodes"]) for r in reports]
+    L.append("| | " + " | ".join(f"N = {c}" for c in cols) + " |")
+    L.append("| --- |" + " --- |" * len(reports))
+
+    def row(name, f):
+        cells = []
+        for r in reports:
+            try:
+                cells.append(f(r))
+            except (KeyError, TypeError, ZeroDivisionError):
+                cells.append("n/a")
+        L.append(f"| {name} | " + " | ".join(cells) + " |")
+
+    row("build, disputes", lambda r: f"{r['build']}, {r['disputes']}")
+    row("launch (all nodes up and connected)", lambda r: f"{r['launchSeconds']:.0f} s")
+    row("TCP handshake node → node, p50", lambda r: ms(r["tcpHandshakeNode0ToNode1Ms"]["p50"]))
+    row("floor (one process)", lambda r: f"{r['floorMs']:.1f} ms")
+    row("**seen → certificate, p50 / p99**", lambda r: pair(r["seenToCertificateMs"]))
+    row("seen → settled, p50 / p99", lambda r: pair(r["seenToSettlementMs"]))
+    row("challenge → `Settled` mined, p50 / p99", lambda r: pair(r["challengeToSettlementMs"]))
+    pd = lambda r: r["perDispute"]
+    row(
+        "**p2p bytes sent per node per dispute**, mean (max)",
+        lambda r: f"{kib(pd(r)['p2pBytesSentPerNode']['mean'])} ({kib(pd(r)['p2pBytesSentPerNode']['max'])})",
+    )
+    row(
+        "p2p bytes received per node per dispute, mean (max)",
+        lambda r: f"{kib(pd(r)['p2pBytesReceivedPerNode']['mean'])} ({kib(pd(r)['p2pBytesReceivedPerNode']['max'])})",
+    )
+    row("RPC bytes per node per dispute, mean", lambda r: kib(pd(r)["rpcBytesPerNode"]["mean"]))
+    row(
+        "**CPU per node per dispute**, mean (net of idle)",
+        lambda r: f"{pd(r)['cpuSecondsPerNode']['mean'] * 1e3:.0f} ms ({r['cpuSecondsPerNodePerDisputeNetOfIdle'] * 1e3:.0f} ms)",
+    )
+    row(
+        "… net of idle ÷ floor",
+        lambda r: f"{r['cpuSecondsPerNodePerDisputeNetOfIdle'] * 1e3 / r['floorMs']:.1f} ×",
+    )
+    row("idle CPU per node", lambda r: f"{r['idlePerSecond']['cpuSecondsPerNode']['mean'] * 1e3:.0f} ms/s")
+    row("peak RSS per node", lambda r: f"{r['rssPeakMiB']['min']:.0f}–{r['rssPeakMiB']['max']:.0f} MiB")
+    row("gossip messages validated per dispute, all nodes", lambda r: f"{pd(r)['gossipMessagesValidated']:,.0f}")
+    by = lambda r, k: pd(r)["gossipMessagesValidatedByTopic"].get(k, 0.0)
+    row(
+        "… partials accepted / ignored",
+        lambda r: f"{by(r, 'verdicts/accept'):,.0f} / {by(r, 'verdicts/ignore'):,.0f}",
+    )
+    row(
+        "… certificates accepted / ignored",
+        lambda r: f"{by(r, 'certificates/accept'):,.0f} / {by(r, 'certificates/ignore'):,.0f}",
+    )
+    row(
+        "partials verified per node per dispute, min / mean / max",
+        lambda r: "{min:.1f} / {mean:.1f} / {max:.1f}".format(**pd(r)["partialsVerifiedPerNode"]),
+    )
+    row("packets lost per dispute (all links)", lambda r: f"{pd(r)['packetsLost']:.0f}")
+
+    def under(r):
+        p = r["partitions"]["underAThird"]
+        return f"{p['isolated']} isolated: settled, challenge → settled {ms(p['challengeToSettlementMs'])}"
+
+    def third(r):
+        p = r["partitions"]["aThirdOrMore"]
+        held = "settled (!)" if p["settledWhilePartitioned"] else f"unsettled for {p['heldSeconds']} s"
+        return f"{p['isolated']} isolated: {held}; heal → settled {ms(p['healToSettlementMs'])}"
+
+    row("partition, under a third of the stake isolated", under)
+    row("partition, a third or more isolated", third)
+    L.append("")
+    L.append(END)
+    return "\n".join(L)
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    path, files = sys.argv[1], sys.argv[2:]
+    reports = sorted((json.load(open(f)) for f in files), key=lambda r: r["nodes"])
+    new = section(reports)
+    try:
+        text = open(path).read()
+    except FileNotFoundError:
+        text = "# Benchmarks\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        text = head + new + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + new + "\n"
+    open(path, "w").write(text)
+    print(f"wrote the scale section of {path} (N = {', '.join(str(r['nodes']) for r in reports)})")
+
+
+if __name__ == "__main__":
+    main()
