@@ -2424,9 +2424,8 @@ impl Engine {
                             // and no certificate reached this node: peers may
                             // lack one too.
                             d.certificate_gossiped = true;
-                            submit.push(Action::Publish(Gossip::Certificate(Box::new(
-                                qc.to_wire(),
-                            ))));
+                            submit
+                                .push(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
                         }
                         submit.push(Action::Submit {
                             deal_id: *id,

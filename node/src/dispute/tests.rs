@@ -1263,7 +1263,11 @@ fn a_built_certificate_is_gossiped_at_once_by_the_first_submitters_only_the_rest
             let actions = rig.batch();
             assert!(certificate_of(&actions).is_some(), "threshold reached");
             let at_once = rank < CERTIFICATE_GOSSIPERS;
-            assert_eq!(gossips_certificate(&actions), at_once, "deal {deal}, member {me}, rank {rank}");
+            assert_eq!(
+                gossips_certificate(&actions),
+                at_once,
+                "deal {deal}, member {me}, rank {rank}"
+            );
             if at_once {
                 // Re-gossiped with the partial while the dispute is open.
                 rig.later(cfg.republish);
