@@ -9,7 +9,8 @@
 //! `NotFound` at once (the requester asks someone else). Fetching: up to
 //! [`FETCH_FANOUT`] connected peers chosen at random, never the same peer
 //! twice for one hash until every peer was asked (so a crowd of sybils that
-//! answer `NotFound` cannot eclipse the honest peers). A peer that serves
+//! answer `NotFound` cannot eclipse the honest peers); when a round finds
+//! nothing, the next one goes out at once until every peer was asked. A peer that serves
 //! bytes with a wrong hash is banned for the process's life.
 //! Connections: at most [`MAX_CONNECTIONS_PER_IP`] per remote IP (loopback
 //! exempt: local devnets) and [`MAX_INBOUND`] inbound in all.
@@ -126,9 +127,22 @@ impl ContentService {
         }
     }
 
-    fn fetch_done(&mut self, hash: &B256) {
-        if !self.fetches.values().any(|(r, _)| r.hash == *hash) {
-            self.fetching.remove(hash);
+    /// One request for `request.hash` finished without storing it. When it
+    /// was the last one in flight, the next round goes at once to peers not
+    /// asked yet: content starts on one node and spreads as nodes fetch it,
+    /// so in a large network most first rounds miss, and waiting for the
+    /// engine's retry (2 s) per round would put seconds on the dispute. Once
+    /// every connected peer was asked, the engine's retry starts a new cycle.
+    fn fetch_done(&mut self, swarm: &mut Swarm<Behaviour>, request: &ContentRequest) {
+        let hash = request.hash;
+        if !self.fetching.contains(&hash) || self.fetches.values().any(|(r, _)| r.hash == hash) {
+            return;
+        }
+        self.fetching.remove(&hash);
+        let asked = self.asked.get(&hash);
+        let unasked = swarm.connected_peers().any(|p| asked.is_none_or(|a| !a.contains(p)));
+        if unasked {
+            self.fetch(swarm, hash, request.type_tag);
         }
     }
 
@@ -153,7 +167,7 @@ impl ContentService {
             request_response::Event::OutboundFailure { request_id, peer, error, .. } => {
                 if let Some((req, _)) = self.fetches.remove(&request_id) {
                     debug!(target: "p2p", %peer, hash = %req.hash, %error, "content request failed");
-                    self.fetch_done(&req.hash);
+                    self.fetch_done(swarm, &req);
                     Metrics::count(&self.metrics.content_fetches, "failed");
                 }
                 false
@@ -245,7 +259,10 @@ impl ContentService {
         match response.result {
             Ok(bytes) if p2p::verify_content(&request, &bytes) => {
                 if matches!(store.get_content(&request.hash), Ok(Some(_))) {
+                    // Stored meanwhile (another answer, or an upload).
                     Metrics::count(metrics, "duplicate");
+                    self.fetching.remove(&request.hash);
+                    self.asked.remove(&request.hash);
                 } else {
                     match store.put_content_expecting(request.type_tag, &bytes, &request.hash) {
                         Ok(()) => {
@@ -275,7 +292,9 @@ impl ContentService {
             }
             Err(_) => Metrics::count(metrics, "not_found"),
         }
-        self.fetch_done(&request.hash);
+        if !stored {
+            self.fetch_done(swarm, &request);
+        }
         stored
     }
 
