@@ -128,12 +128,24 @@ async fn protection_moves_to_a_new_data_dir_and_still_refuses_a_different_commit
     );
 
     // Honest again: the same commitment is signed (allowed), the same bytes.
+    // Node 1 comes back only once node 3 has signed: node 0 already holds
+    // node 3's first partial, so with node 1 up the deal could settle before
+    // node 3 has caught up with the chain (it would then show the dispute
+    // late, or as settled without signing).
     net.0.nodes[3].stop();
     net.0.nodes[3].config.fault = FaultConfig::default();
     net.0.start_node(3).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let v = loop {
+        let v = net.0.nodes[3].get(&path).await.unwrap_or_default();
+        if !v["own_signature"].is_null() {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "honest node 3 never signed again: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(v["own_signature"].as_str(), Some(signed.0.as_str()), "{v}");
     net.0.start_node(1).unwrap();
     let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
     assert_eq!(deal.settlement, RELEASED);
-    let v = net.0.nodes[3].get(&path).await.unwrap();
-    assert_eq!(v["own_signature"].as_str(), Some(signed.0.as_str()), "{v}");
 }
