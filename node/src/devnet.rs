@@ -956,8 +956,18 @@ impl Devnet {
             ensure!(layout.nodes.len() == nodes.len(), "one namespace per node");
             ensure!(!options.link_proxies, "link proxies and namespaces do not mix");
             let addr = |i: usize| format!("/ip4/{}/tcp/9400", layout.nodes[i].ip);
+            let defaults = NodeConfig::default();
             for (i, node) in nodes.iter_mut().enumerate() {
                 let c = &mut node.config;
+                // Namespaced nodes are the scale harness's "hosts": they run
+                // the timers an operator gets (chain polling, gossip
+                // heartbeat, retries, fee ledger), not the loopback devnet's
+                // faster ones, whose wake-ups would be most of the idle CPU
+                // the figures report.
+                c.chain.poll_interval_ms = defaults.chain.poll_interval_ms;
+                c.p2p.heartbeat_ms = defaults.p2p.heartbeat_ms;
+                c.pipeline.retry_ms = defaults.pipeline.retry_ms;
+                c.pipeline.ledger_refresh_secs = defaults.pipeline.ledger_refresh_secs;
                 c.p2p.listen = addr(i);
                 c.p2p.bootstrap = (0..layout.nodes.len()).filter(|&j| j != i).map(addr).collect();
                 c.api.listen = SocketAddr::from((layout.nodes[i].ip, 9500));

@@ -61,6 +61,11 @@ pub use crate::dispute::{submit_rank, DisputeView, Phase};
 pub const CURSOR: &str = "chain";
 /// Longest backoff of the chain watcher.
 const MAX_WATCH_BACKOFF: Duration = Duration::from_secs(60);
+/// Peer scores in `/status` are recomputed at most this often, and whenever
+/// a peer connects or disconnects: gossipsub scores a peer from all its
+/// counters on every call, and the snapshot (every 250 ms) scoring ~60 peers
+/// was a large part of an idle node's CPU at N = 64.
+const PEER_SCORES_EVERY: Duration = Duration::from_secs(2);
 
 /// One connected peer.
 #[derive(Clone, Debug, Serialize)]
@@ -234,6 +239,9 @@ pub struct Node {
     bootstrap: Vec<Multiaddr>,
     connected: HashMap<Multiaddr, PeerId>,
     last_dial: Instant,
+    /// `/status` peers as of `peers_at` (None: a peer came or went since).
+    peer_status: Vec<PeerStatus>,
+    peers_at: Option<Instant>,
     tx: mpsc::UnboundedSender<Internal>,
     rx: mpsc::UnboundedReceiver<Internal>,
     content_rx: mpsc::UnboundedReceiver<B256>,
@@ -478,6 +486,8 @@ impl Node {
             bootstrap,
             connected: HashMap::new(),
             last_dial: Instant::now() - Duration::from_secs(60),
+            peer_status: Vec::new(),
+            peers_at: None,
             tx,
             rx,
             content_rx,
@@ -1040,12 +1050,14 @@ impl Node {
                 if let libp2p::core::ConnectedPoint::Dialer { address, .. } = endpoint {
                     self.connected.insert(address, peer_id);
                 }
+                self.peers_at = None;
                 debug!(target: "p2p", %peer_id, "connected");
             }
             SwarmEvent::ConnectionClosed { peer_id, connection_id, num_established, .. } => {
                 self.content.closed(connection_id);
                 if num_established == 0 {
                     self.connected.retain(|_, p| *p != peer_id);
+                    self.peers_at = None;
                     debug!(target: "p2p", %peer_id, "disconnected");
                 }
             }
@@ -1196,13 +1208,18 @@ impl Node {
         }
     }
 
-    fn publish_status(&self) {
-        let gossipsub = &self.swarm.behaviour().gossipsub;
-        let peers: Vec<PeerStatus> = self
-            .swarm
-            .connected_peers()
-            .map(|p| PeerStatus { id: p.to_string(), score: gossipsub.peer_score(p) })
-            .collect();
+    fn publish_status(&mut self) {
+        let now = Instant::now();
+        if self.peers_at.is_none_or(|at| now.duration_since(at) >= PEER_SCORES_EVERY) {
+            let gossipsub = &self.swarm.behaviour().gossipsub;
+            self.peer_status = self
+                .swarm
+                .connected_peers()
+                .map(|p| PeerStatus { id: p.to_string(), score: gossipsub.peer_score(p) })
+                .collect();
+            self.peers_at = Some(now);
+        }
+        let peers = self.peer_status.clone();
         let metrics = &self.shared.metrics;
         metrics.peers.set(peers.len() as i64);
         let in_flight = self.engine.views().filter(|d| !d.phase.is_final()).count();
