@@ -152,6 +152,9 @@ pub enum BuilderEvent {
         signer: u32,
         /// The digest signed.
         digest: B256,
+        /// The signature, decoded and subgroup-checked (callers need not
+        /// decode it again).
+        signature: Signature,
     },
     /// A partial failed verification (penalise its sender).
     Invalid {
@@ -356,7 +359,11 @@ impl CertificateBuilder {
         }
         let mut touched = Vec::new();
         for p in accepted {
-            events.push(BuilderEvent::Verified { signer: p.signer, digest: p.digest });
+            events.push(BuilderEvent::Verified {
+                signer: p.signer,
+                digest: p.digest,
+                signature: p.signature,
+            });
             if !p.count {
                 continue;
             }
@@ -371,6 +378,25 @@ impl CertificateBuilder {
             }
         }
         events
+    }
+
+    /// Whether verifying the queue could certify `digest` now: no certificate
+    /// was emitted for it yet, and the stake of its verified signers plus that
+    /// of its queued partials meets the threshold. A caller batching the
+    /// pairing work verifies at once when this holds, and can wait to batch
+    /// more partials when it does not.
+    pub fn could_certify(&self, digest: &B256) -> bool {
+        let group = self.groups.get(digest);
+        if group.is_some_and(|g| g.certified) {
+            return false;
+        }
+        let queued: U256 = self
+            .pending
+            .iter()
+            .filter(|p| p.digest == *digest)
+            .map(|p| self.member(p.signer).stake)
+            .sum();
+        self.committee.meets_threshold(group.map_or(U256::ZERO, |g| g.stake) + queued)
     }
 
     /// Verified signers in `digest`'s group.

@@ -241,7 +241,7 @@ impl Default for P2pSection {
             listen: "/ip4/0.0.0.0/tcp/9400".into(),
             bootstrap: Vec::new(),
             heartbeat_ms: 700,
-            mesh: 6,
+            mesh: 4,
         }
     }
 }

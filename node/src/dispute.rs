@@ -37,7 +37,7 @@ use libp2p::{
 };
 use resolvd_consensus::{
     Attestation, BuilderEvent, CertificateBuilder, Committee, ConflictDetector, ConflictEvidence,
-    PublicKey, Queued, QuorumCertificate, Signature,
+    PublicKey, Queued, QuorumCertificate,
 };
 use resolvd_proto::{
     decode_committed,
@@ -53,8 +53,18 @@ use std::{
 };
 use tracing::{debug, error, info, warn};
 
-/// Partials queued within this window are verified in one batch.
+/// A queued partial that could complete a certificate (with the verified
+/// and queued stake of its digest at the threshold) is verified at most this
+/// long after it was queued, with whatever was queued meanwhile.
 pub const BATCH_WINDOW: Duration = Duration::from_millis(5);
+/// Any other queued partial (below the threshold, or after the certificate)
+/// is verified at most this long after it was queued. Partials of one dispute
+/// arrive spread over a second or more at N = 64, and one same-digest batch
+/// of 64 costs about as much as a single signature check (BENCHMARKS.md):
+/// verifying each on its own was the larger part of a node's dispute CPU.
+/// Gossip forwarding of a partial waits for its verification, which with
+/// flood publishing costs at most a backup hop.
+pub const BATCH_WAIT: Duration = Duration::from_millis(200);
 /// Longest retry backoff of an operational error.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// First retry backoff of an operational error.
@@ -1899,9 +1909,11 @@ impl Engine {
             Some((true, false)) => builder.on_partial_uncounted(&p),
             _ => builder.on_partial(&p),
         };
+        let wait = if builder.could_certify(&digest) { BATCH_WINDOW } else { BATCH_WAIT };
         match queued {
             Ok(Queued::New) => {
-                self.process_at.get_or_insert(now + BATCH_WINDOW);
+                let due = now + wait;
+                self.process_at = Some(self.process_at.map_or(due, |at| at.min(due)));
                 let key = (digest, p.signer_index);
                 let entry = self.deferred.entry(key).or_insert_with(|| (p, Vec::new()));
                 entry.1.extend(origin);
@@ -1949,7 +1961,7 @@ impl Engine {
         self.metrics.pending_partials.set(pending as i64);
         for event in events {
             match event {
-                BuilderEvent::Verified { signer, digest } => {
+                BuilderEvent::Verified { signer, digest, signature } => {
                     Metrics::count(&self.metrics.partials_verified, "valid");
                     let Some((p, origins)) = self.deferred.remove(&(digest, signer)) else {
                         continue;
@@ -1989,10 +2001,8 @@ impl Engine {
                     }
                     self.on_verified_reveal(&p, digest, now);
                     let escrow = self.disputes.get(&p.commitment.deal_id).map(|d| d.info.escrow);
-                    if let (Some(escrow), Ok(sig)) =
-                        (escrow, Signature::from_compressed(&p.signature))
-                    {
-                        self.check_conflict(escrow, Attestation::single(&p, sig), now);
+                    if let Some(escrow) = escrow {
+                        self.check_conflict(escrow, Attestation::single(&p, signature), now);
                     }
                 }
                 BuilderEvent::Invalid { signer, digest } => {

@@ -270,7 +270,8 @@ pub struct P2pConfig {
     pub listen: Multiaddr,
     /// gossipsub heartbeat.
     pub heartbeat: Duration,
-    /// Target mesh degree (D); D_low = D / 2 rounded up, D_high = 2 D.
+    /// Target mesh degree (D); D_low = 3 D / 4 and D_high = 3 D / 2 (8, 6, 12
+    /// is Ethereum's consensus layer), D_lazy = D with no extra gossip factor.
     pub mesh: usize,
     /// Largest gossip message sent or accepted (default [`MAX_GOSSIP_LEN`]).
     pub max_message: usize,
@@ -288,7 +289,7 @@ impl Default for P2pConfig {
         Self {
             listen: "/ip4/0.0.0.0/tcp/9400".parse().expect("valid multiaddr"),
             heartbeat: Duration::from_secs(1),
-            mesh: 6,
+            mesh: 4,
             max_message: MAX_GOSSIP_LEN,
             seen_ttl: Duration::from_secs(12),
         }
@@ -341,9 +342,11 @@ pub fn build_swarm(
         .max_transmit_size(config.max_message)
         .heartbeat_interval(config.heartbeat)
         .mesh_n(config.mesh)
-        .mesh_n_low(config.mesh.div_ceil(2))
-        .mesh_n_high(config.mesh * 2)
+        .mesh_n_low((3 * config.mesh).div_ceil(4))
+        .mesh_n_high(config.mesh + config.mesh / 2)
         .mesh_outbound_min(config.mesh.div_ceil(4).min(config.mesh / 2))
+        .gossip_lazy(config.mesh)
+        .gossip_factor(0.0)
         .build()
         .map_err(setup)?;
     let mut swarm = SwarmBuilder::with_existing_identity(key)

@@ -4,7 +4,7 @@
 
 use super::*;
 use alloy_primitives::{Address, U256};
-use resolvd_consensus::{Member, SecretKey};
+use resolvd_consensus::{Member, SecretKey, Signature};
 use resolvd_proto::{Canonical, ReplayRecordV1};
 
 const EPOCH: u64 = 3;
@@ -1319,4 +1319,38 @@ fn a_certificate_from_a_peer_is_never_published_again() {
     let actions = rig.drain();
     assert!(!gossips_certificate(&actions));
     assert!(published_verdicts(&actions).contains(&me), "the own partial still is: {actions:?}");
+}
+
+#[test]
+fn partials_wait_to_be_batched_unless_they_could_complete_the_certificate() {
+    let mut rig = Rig::new(None);
+    let a = announcement(11);
+    rig.confirm(&a);
+    rig.drain();
+    let c = commitment(&a, ReexecVerdict::Reproduced);
+    let t0 = rig.now;
+    // 1 and 2 of 4 cannot reach the threshold (3 of 4): verified together later.
+    rig.gossip_partial(partial(1, EPOCH, c), origin(1));
+    assert_eq!(rig.engine.batch_due(), Some(t0 + BATCH_WAIT));
+    rig.later(Duration::from_millis(50));
+    rig.gossip_partial(partial(2, EPOCH, c), origin(2));
+    assert_eq!(rig.engine.batch_due(), Some(t0 + BATCH_WAIT), "the earlier deadline holds");
+    // The third could complete it: the batch is due within the short window.
+    rig.gossip_partial(partial(3, EPOCH, c), origin(3));
+    assert_eq!(rig.engine.batch_due(), Some(rig.now + BATCH_WINDOW));
+    let actions = rig.batch();
+    let qc = certificate_of(&actions).expect("certificate from one batch of three");
+    assert_eq!(qc.non_signers, vec![0]);
+    assert_eq!(
+        reports(&actions).iter().filter(|(_, x)| *x == MessageAcceptance::Accept).count(),
+        3
+    );
+    assert_eq!(rig.engine.batch_due(), None);
+    // After the certificate a late partial is not urgent.
+    rig.gossip_partial(partial(0, EPOCH, c), origin(4));
+    assert_eq!(rig.engine.batch_due(), Some(rig.now + BATCH_WAIT));
+    // A conflicting digest below the threshold waits too.
+    let other = commitment(&a, ReexecVerdict::Failed);
+    rig.gossip_partial(partial(2, EPOCH, other), origin(5));
+    assert_eq!(rig.engine.batch_due(), Some(rig.now + BATCH_WAIT));
 }

@@ -318,7 +318,10 @@ async fn scale_bench() {
     let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let nodes = env("RESOLVD_SCALE_NODES", 16);
     let disputes = env("RESOLVD_SCALE_DISPUTES", 10);
-    let idle_secs = env("RESOLVD_SCALE_IDLE_SECS", 10);
+    // Long enough that the mesh churn right after launch does not dominate
+    // the idle rate (10 s gave 3.1 and 4.2 ms/s per node in two N = 64 runs
+    // whose idle code was the same).
+    let idle_secs = env("RESOLVD_SCALE_IDLE_SECS", 30);
     // Generous: a debug build of 32+ nodes on 2 cores is CPU-bound.
     let settle = Duration::from_secs(env("RESOLVD_SCALE_SETTLE_SECS", 600) as u64);
     let options = NetnsOptions::new(nodes);
