@@ -270,8 +270,10 @@ pub struct P2pConfig {
     pub listen: Multiaddr,
     /// gossipsub heartbeat.
     pub heartbeat: Duration,
-    /// Target mesh degree (D); D_low = 3 D / 4 and D_high = 3 D / 2 (8, 6, 12
-    /// is Ethereum's consensus layer), D_lazy = D with no extra gossip factor.
+    /// Target mesh degree (D); D_low = ⌈3D/4⌉, D_high = D + ⌊D/2⌋ (the ratios
+    /// of Ethereum's consensus layer, 8 / 6 / 12), D_lazy = D and no extra
+    /// gossip factor. Own messages are flood-published to every peer, so in
+    /// a committee that is fully connected the mesh only carries backups.
     pub mesh: usize,
     /// Largest gossip message sent or accepted (default [`MAX_GOSSIP_LEN`]).
     pub max_message: usize,
