@@ -3,7 +3,7 @@
 //! | route | |
 //! | --- | --- |
 //! | `GET /health` | `200 ok` while the event loop publishes status |
-//! | `GET /status` | peers (with gossip scores, refreshed every 2 s and when a peer comes or goes), chain head and cursor, epoch, disputes; the snapshot is at most 250 ms old |
+//! | `GET /status` | peers (with gossip scores, refreshed every 2 s and when a peer comes or goes), chain head and cursor, epoch, disputes; the snapshot is refreshed every ~250 ms |
 //! | `GET /disputes/{dealId}` | one dispute's view (404 if unknown) |
 //! | `PUT /content/{hash}?type=<tag>` | stores the body only if it hashes to `hash` under `tag` (201; 400 otherwise). Needs `Authorization: Bearer <api.content_token_file>` when a token is set, and is refused (403) on a non-loopback listener without one; at most `api.max_concurrent_puts` at once (503), body read with a 30 s timeout (408), refused past `api.content_quota_bytes` (507) |
 //! | `GET /content/{hash}` | the bytes (`x-resolvd-type-tag` header), 404 if absent |

@@ -377,6 +377,11 @@ impl NodeConfig {
         self.chain.rpc()?;
         eyre::ensure!(self.pipeline.replay_workers > 0, "pipeline.replay_workers must be > 0");
         eyre::ensure!(
+            (1..=16).contains(&self.p2p.mesh),
+            "p2p.mesh must be 1..=16 (gossipsub D; default 4), not {}",
+            self.p2p.mesh
+        );
+        eyre::ensure!(
             self.chain.account_keystore.is_some() == self.chain.account_password_file.is_some(),
             "chain.account_keystore and chain.account_password_file go together"
         );
@@ -413,6 +418,17 @@ mod tests {
         assert_eq!(tagged.chain.confirmations, Confirmations::Tag(BlockTag::Finalized));
         assert!(NodeConfig::from_toml("[chain]\nconfirmations = \"latest\"\n").is_err());
         assert_eq!(partial.chain.poll_interval_ms, 1_000);
+    }
+
+    #[test]
+    fn mesh_degree_is_bounded() {
+        let mut c = NodeConfig::default();
+        c.chain.escrow = Address::repeat_byte(1);
+        c.validate().unwrap();
+        for mesh in [0, 17] {
+            c.p2p.mesh = mesh;
+            assert!(c.validate().unwrap_err().to_string().contains("p2p.mesh"), "{mesh}");
+        }
     }
 
     #[test]

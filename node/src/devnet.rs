@@ -678,7 +678,7 @@ pub struct OpenDeal {
 
 /// Peers each node must have before [`Devnet::wait_mesh`] returns, in a
 /// network larger than this + 1: more than the mesh degree's upper bound
-/// (D_high = 12 at the default D = 6), so each mesh can fill.
+/// (D_high = 6 at the default D = 4), so each mesh can fill.
 pub const MESH_PEERS: usize = 16;
 
 /// A running devnet.

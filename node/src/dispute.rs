@@ -62,8 +62,11 @@ pub const BATCH_WINDOW: Duration = Duration::from_millis(5);
 /// arrive spread over a second or more at N = 64, and one same-digest batch
 /// of 64 costs about as much as a single signature check (BENCHMARKS.md):
 /// verifying each on its own was the larger part of a node's dispute CPU.
-/// Gossip forwarding of a partial waits for its verification, which with
-/// flood publishing costs at most a backup hop.
+/// Gossip forwarding of a partial waits for its verification: in a fully
+/// connected committee (every own partial is flood-published to every peer)
+/// that delays only backup copies; where peers are not all connected, each
+/// forwarding hop can add up to this much. Not used for commit-reveal
+/// reveals or partials of this node's own key (see `on_partial`).
 pub const BATCH_WAIT: Duration = Duration::from_millis(200);
 /// Longest retry backoff of an operational error.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -1897,6 +1900,11 @@ impl Engine {
         }
         let Some(domain) = escrow.and_then(|e| self.domains.get(&e)) else { return };
         let digest = p.commitment.eip712_digest(domain);
+        // A peer's partial of this node's own key may be a doppelgänger's:
+        // verified without waiting (before any held signature is released).
+        let mine = origin.is_some()
+            && self.cfg.detect_doppelganger
+            && self.my_index(p.epoch) == Some(p.signer_index);
         let Some(builder) = escrow.and_then(|e| self.builders.get_mut(&(e, p.epoch))) else {
             // The dispute's committee is still loading.
             return self.buffer(p, origin, now);
@@ -1909,7 +1917,14 @@ impl Engine {
             Some((true, false)) => builder.on_partial_uncounted(&p),
             _ => builder.on_partial(&p),
         };
-        let wait = if builder.could_certify(&digest) { BATCH_WINDOW } else { BATCH_WAIT };
+        // Commit-reveal: the reveal phase (after which commitments are late)
+        // starts at the first verified reveal, so reveals are not held back.
+        let commit_reveal = reveal.is_some_and(|(on, _)| on);
+        let wait = if mine || commit_reveal || builder.could_certify(&digest) {
+            BATCH_WINDOW
+        } else {
+            BATCH_WAIT
+        };
         match queued {
             Ok(Queued::New) => {
                 let due = now + wait;

@@ -1353,4 +1353,16 @@ fn partials_wait_to_be_batched_unless_they_could_complete_the_certificate() {
     let other = commitment(&a, ReexecVerdict::Failed);
     rig.gossip_partial(partial(2, EPOCH, other), origin(5));
     assert_eq!(rig.engine.batch_due(), Some(rig.now + BATCH_WAIT));
+
+    // A partial of this node's own key (a possible doppelgänger) does not wait.
+    let cfg = EngineConfig { detect_doppelganger: true, ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    rig.confirm(&a);
+    rig.drain();
+    rig.gossip_partial(partial(1, EPOCH, c), origin(1));
+    assert_eq!(rig.engine.batch_due(), Some(rig.now + BATCH_WAIT));
+    rig.gossip_partial(partial(0, EPOCH, other), origin(2));
+    assert_eq!(rig.engine.batch_due(), Some(rig.now + BATCH_WINDOW));
+    rig.batch();
+    assert!(rig.engine.doppelganger().is_some(), "detected in the short window");
 }
