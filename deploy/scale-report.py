@@ -48,9 +48,11 @@ def section(reports):
         f"{link['loss'] * 100:.0f} % loss, {link['rateBps'] / 1e6:.0f} Mbit/s ({link['emulator']}; the kernel here has no "
         "`sch_netem`). Disputes run one at a time, alternating an honest delivery and a false claim; the witness goes to one "
         "node and the others fetch it over the links. *Seen → certificate* is each node's own view (from confirming the "
-        "dispute to holding a certificate); the *floor* is one process doing the critical path alone: one replay, N "
-        "signatures, batch verification and aggregation. Per-dispute figures are per node, from the router's counters "
-        "(p2p bytes), `/proc/<pid>/stat` (CPU, also net of the idle rate) and the nodes' metrics.\n"
+        "dispute to holding a certificate); the *floor* is one process doing one node's share of the critical path "
+        "alone: one replay, its own signature, and batch verification and aggregation of the N partials. Nodes run the "
+        "operator defaults (1 s chain polling, 700 ms gossipsub heartbeat, D = 4), not the loopback devnet's faster "
+        "timers. Per-dispute figures are per node, from the router's counters (p2p bytes), `/proc/<pid>/stat` (CPU, "
+        "also net of the idle rate over a 30 s idle window) and the nodes' metrics.\n"
     )
     cols = [str(r["nodes"]) for r in reports]
     L.append("| | " + " | ".join(f"N = {c}" for c in cols) + " |")
