@@ -66,7 +66,7 @@ pub const BATCH_WINDOW: Duration = Duration::from_millis(5);
 /// connected committee (every own partial is flood-published to every peer)
 /// that delays only backup copies; where peers are not all connected, each
 /// forwarding hop can add up to this much. Not used for commit-reveal
-/// reveals or partials of this node's own key (see `on_partial`).
+/// reveals or peers' partials of this node's own key (`Engine::queue_partial`).
 pub const BATCH_WAIT: Duration = Duration::from_millis(200);
 /// Longest retry backoff of an operational error.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
