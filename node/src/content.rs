@@ -76,6 +76,14 @@ pub struct ContentService {
     inbound: HashSet<ConnectionId>,
 }
 
+/// Connected peers not yet asked for a hash in the current round.
+fn unasked<'a>(
+    swarm: &'a Swarm<Behaviour>,
+    asked: &'a HashSet<PeerId>,
+) -> impl Iterator<Item = &'a PeerId> + 'a {
+    swarm.connected_peers().filter(move |p| !asked.contains(p))
+}
+
 impl ContentService {
     /// An empty service.
     pub fn new(metrics: Arc<Metrics>) -> Self {
@@ -106,8 +114,7 @@ impl ContentService {
             return;
         }
         let asked = self.asked.entry(hash).or_default();
-        let mut peers: Vec<PeerId> =
-            swarm.connected_peers().filter(|p| !asked.contains(p)).copied().collect();
+        let mut peers: Vec<PeerId> = unasked(swarm, asked).copied().collect();
         if peers.is_empty() {
             // Every connected peer was asked: start a new round.
             asked.clear();
@@ -139,9 +146,11 @@ impl ContentService {
             return;
         }
         self.fetching.remove(&hash);
-        let asked = self.asked.get(&hash);
-        let unasked = swarm.connected_peers().any(|p| asked.is_none_or(|a| !a.contains(p)));
-        if unasked {
+        let any_unasked = match self.asked.get(&hash) {
+            Some(asked) => unasked(swarm, asked).next().is_some(),
+            None => swarm.connected_peers().next().is_some(),
+        };
+        if any_unasked {
             self.fetch(swarm, hash, request.type_tag);
         }
     }

@@ -1917,17 +1917,14 @@ impl Engine {
             Some((true, false)) => builder.on_partial_uncounted(&p),
             _ => builder.on_partial(&p),
         };
-        // Commit-reveal: the reveal phase (after which commitments are late)
-        // starts at the first verified reveal, so reveals are not held back.
-        let commit_reveal = reveal.is_some_and(|(on, _)| on);
-        let wait = if mine || commit_reveal || builder.could_certify(&digest) {
-            BATCH_WINDOW
-        } else {
-            BATCH_WAIT
-        };
         match queued {
             Ok(Queued::New) => {
-                let due = now + wait;
+                // Commit-reveal: the reveal phase (after which commitments are
+                // late) starts at the first verified reveal, so reveals are
+                // not held back.
+                let commit_reveal = reveal.is_some_and(|(on, _)| on);
+                let urgent = mine || commit_reveal || builder.could_certify(&digest);
+                let due = now + if urgent { BATCH_WINDOW } else { BATCH_WAIT };
                 self.process_at = Some(self.process_at.map_or(due, |at| at.min(due)));
                 let key = (digest, p.signer_index);
                 let entry = self.deferred.entry(key).or_insert_with(|| (p, Vec::new()));
