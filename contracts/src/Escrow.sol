@@ -54,6 +54,11 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     ///         needs at least two seconds.
     uint256 public constant MIN_CHALLENGE_WINDOW = 2;
 
+    /// @notice After a certificate with non-signers, how long anyone may prove further signers
+    ///         of the certified digest (`includeSigners`). The resolver fee is held until then
+    ///         (or until every member is in), then split (`distributeFee`).
+    uint256 public constant INCLUSION_WINDOW = 1 hours;
+
     /// @notice Fixed-point scale of `rewardPerStake`.
     uint256 public constant REWARD_PRECISION = 1e30;
     uint256 internal constant BPS = 10_000;
@@ -81,6 +86,42 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     ///         sign. 0 means the base 1.
     mapping(IERC20 token => mapping(uint256 epoch => mapping(uint256 resolver => uint256))) public
         rewardDebt;
+
+    /// @notice A certified dispute's fee, held while further signers may be proven.
+    struct Held {
+        /// @dev The certified digest.
+        bytes32 digest;
+        /// @dev The signers' part of the fee (fee minus the submitter's capped refund).
+        uint128 pool;
+        /// @dev Stake of the certificate's signers plus every signer included since.
+        uint128 signedStake;
+        address submitter;
+        /// @dev End of the inclusion window (0: nothing held).
+        uint64 closesAt;
+        /// @dev Number of 32-byte words of the non-signer bitmap.
+        uint8 words;
+    }
+
+    /// @dev One certificate of an (token, epoch) whose fee was split while some members were
+    ///      still non-signers.
+    struct Exclusion {
+        uint256 inc;
+        bytes32 dealId;
+    }
+
+    /// @notice Fees of certified disputes held for their inclusion window.
+    mapping(bytes32 dealId => Held) public held;
+    /// @notice A certified dispute's non-signers: word `w` is bytes `[32w, 32w + 32)` of the
+    ///         position bitmap (bit `p & 7` of byte `p >> 3` = the member at position `p`).
+    mapping(bytes32 dealId => mapping(uint256 word => uint256)) public nonSignerBits;
+    /// @notice Positions of `epoch` that were a non-signer of at least one fee split in `token`
+    ///         (same layout): only they pay for the exclusion scan when they claim.
+    mapping(IERC20 token => mapping(uint256 epoch => mapping(uint256 word => uint256))) public
+        missedBits;
+    mapping(IERC20 token => mapping(uint256 epoch => Exclusion[])) internal _exclusions;
+    /// @notice How many of `_exclusions[token][epoch]` a resolver's claims already accounted for.
+    mapping(IERC20 token => mapping(uint256 epoch => mapping(uint256 resolver => uint256))) public
+        exclusionCursor;
 
     constructor(IResolverRegistry registry_, address owner_) Ownable(owner_) {
         if (address(registry_) == address(0)) revert ZeroAddress("registry");
@@ -242,29 +283,73 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     ///         back to the buyer on Failed. The resolver fee is split: `min(fee,
     ///         registry.gasRefundCap(token))` plus the split's rounding remainder is credited to
     ///         the caller, the rest accrues to the signers pro rata to stake (`claimRewards`).
-    ///         Callable by anyone, once, until the resolve deadline.
+    ///         With non-signers, the split waits for the inclusion window (`includeSigners`,
+    ///         `distributeFee`). Callable by anyone, once, until the resolve deadline.
+    /// @param nonSigners Position bitmap of the non-signers (`registry.verifyCertificate`).
+    function resolve(
+        VerdictCommitment calldata commitment,
+        bytes calldata nonSigners,
+        bytes calldata aggregateSignature
+    ) external nonReentrant {
+        Deal storage d = _in(commitment.dealId, DealState.Disputed);
+        _checkResolveDeadline(commitment.dealId, d);
+        _resolve(d, commitment, nonSigners, aggregateSignature);
+    }
+
+    /// @notice `resolve` with the non-signers as registry indices (strictly ascending), turned
+    ///         into the position bitmap by `registry.signerBitmap` (a binary search each).
     function resolve(
         VerdictCommitment calldata commitment,
         uint256[] calldata nonSigners,
         bytes calldata aggregateSignature
     ) external nonReentrant {
-        bytes32 dealId = commitment.dealId;
-        Deal storage d = _in(dealId, DealState.Disputed);
-        _checkResolveDeadline(dealId, d);
+        Deal storage d = _in(commitment.dealId, DealState.Disputed);
+        _checkResolveDeadline(commitment.dealId, d);
         _checkCommitment(d, commitment);
-        (uint256 signedStake, uint256 totalStake) = registry.verifyCertificate(
-            d.epoch,
-            VerdictHash.digest(domainSeparator(), commitment),
-            nonSigners,
-            aggregateSignature
-        );
-        bool reproduced = commitment.outcome == Outcome.Reproduced;
-        emit VerdictCommitted(dealId, commitment, signedStake, totalStake);
-        _accrueFee(dealId, d, signedStake, nonSigners);
-        emit ReputationEvidence(
-            d.seller, reproduced, dealId, commitment.traceHash, commitment.backendId
-        );
-        _settle(dealId, d, reproduced ? Settlement.Released : Settlement.Refunded);
+        _resolve(d, commitment, registry.signerBitmap(d.epoch, nonSigners), aggregateSignature);
+    }
+
+    /// @notice Proves more signers of a certified dispute whose fee is still held: `signature`
+    ///         is the aggregate, over the certified digest, of the members at the positions set
+    ///         in `signers` (each still a non-signer of this dispute). Their stake joins the
+    ///         signed stake the fee is split over. Permissionless (the proof is the
+    ///         signature); once every member is in, the fee is split at once.
+    function includeSigners(bytes32 dealId, bytes calldata signers, bytes calldata signature)
+        external
+        nonReentrant
+    {
+        Held storage h = held[dealId];
+        uint256 closesAt = h.closesAt;
+        if (closesAt == 0) revert NothingHeld(dealId);
+        if (block.timestamp > closesAt) revert TooLate(dealId, closesAt);
+        uint256 words = h.words;
+        uint256 n = (signers.length + 31) / 32;
+        bool any;
+        for (uint256 w; w < n; ++w) {
+            uint256 chunk = _chunk(signers, w);
+            if (chunk == 0) continue;
+            uint256 current = w < words ? nonSignerBits[dealId][w] : 0;
+            if (chunk & ~current != 0) revert NotNonSigners(dealId);
+            nonSignerBits[dealId][w] = current & ~chunk;
+            any = true;
+        }
+        if (!any) revert NotNonSigners(dealId);
+        uint256 stake = registry.verifySigners(_deals[dealId].epoch, h.digest, signers, signature);
+        h.signedStake = (h.signedStake + stake).toUint128();
+        emit SignersIncluded(dealId, msg.sender, signers, stake);
+        for (uint256 w; w < words; ++w) {
+            if (nonSignerBits[dealId][w] != 0) return;
+        }
+        _release(dealId, h, false);
+    }
+
+    /// @notice Splits a held resolver fee once its inclusion window closed. Permissionless.
+    function distributeFee(bytes32 dealId) external nonReentrant {
+        Held storage h = held[dealId];
+        uint256 closesAt = h.closesAt;
+        if (closesAt == 0) revert NothingHeld(dealId);
+        if (block.timestamp <= closesAt) revert TooEarly(dealId, closesAt + 1);
+        _release(dealId, h, true);
     }
 
     /// @notice After the resolve deadline without a certificate: refunds the buyer, forfeits the
@@ -386,7 +471,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         uint256 acc = rewardPerStake[token][epoch];
         uint256 debt = _debt(token, epoch, resolver);
         if (acc <= debt) return 0;
-        return Math.mulDiv(stake, acc - debt, REWARD_PRECISION);
+        return Math.mulDiv(stake, acc - debt - _unsettled(token, epoch, resolver), REWARD_PRECISION);
     }
 
     /// @notice The digest resolvers sign for `commitment`.
@@ -595,58 +680,201 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         }
     }
 
-    /// @dev Splits a certified dispute's resolver fee: `refund = min(fee, gasRefundCap)` to the
-    ///      caller; `pool = fee - refund` over the signing stake S as `inc = pool * P / S` per
-    ///      unit of stake, added to the epoch's accumulator and to each non-signer's exclusion
-    ///      entry. The signers are owed at most `ceil(inc * S / P) <= pool`; the rest of the
-    ///      pool (rounding) also goes to the caller, so nothing is left unassigned.
+    function _resolve(
+        Deal storage d,
+        VerdictCommitment calldata commitment,
+        bytes memory nonSigners,
+        bytes calldata aggregateSignature
+    ) internal {
+        bytes32 dealId = commitment.dealId;
+        _checkCommitment(d, commitment);
+        bytes32 digest = VerdictHash.digest(domainSeparator(), commitment);
+        (uint256 signedStake, uint256 totalStake) =
+            registry.verifyCertificate(d.epoch, digest, nonSigners, aggregateSignature);
+        bool reproduced = commitment.outcome == Outcome.Reproduced;
+        emit VerdictCommitted(dealId, commitment, signedStake, totalStake);
+        _accrueFee(dealId, d, digest, signedStake, nonSigners);
+        emit ReputationEvidence(
+            d.seller, reproduced, dealId, commitment.traceHash, commitment.backendId
+        );
+        _settle(dealId, d, reproduced ? Settlement.Released : Settlement.Refunded);
+    }
+
+    /// @dev A certified dispute's resolver fee: `refund = min(fee, gasRefundCap)` to the caller
+    ///      and `pool = fee - refund` to the signers. Without non-signers (or without a pool)
+    ///      it is split now; otherwise it is held for the inclusion window, with the certified
+    ///      digest and the non-signer bitmap.
     function _accrueFee(
         bytes32 dealId,
         Deal storage d,
+        bytes32 digest,
         uint256 signedStake,
-        uint256[] calldata nonSigners
+        bytes memory nonSigners
     ) internal {
         uint256 fee = d.resolverFee;
         if (fee == 0) return;
         IERC20 token = d.token;
-        uint256 epoch = d.epoch;
-        uint256 toSigners;
-        uint256 acc;
-        {
-            uint256 cap = registry.gasRefundCap(token);
-            uint256 pool = cap < fee ? fee - cap : 0;
-            (toSigners, acc) = _accrue(token, epoch, pool, signedStake, nonSigners);
+        uint256 cap = registry.gasRefundCap(token);
+        uint256 pool = cap < fee ? fee - cap : 0;
+        uint256 words = pool == 0 ? 0 : _storeNonSigners(dealId, nonSigners);
+        if (words == 0) {
+            _split(dealId, token, d.epoch, fee, pool, signedStake, msg.sender, 0);
+            return;
         }
-        emit FeeDistributed(dealId, token, epoch, msg.sender, fee - toSigners, toSigners, acc);
-        if (fee > toSigners) _credit(msg.sender, token, fee - toSigners);
+        uint256 closesAt = block.timestamp + INCLUSION_WINDOW;
+        held[dealId] = Held({
+            digest: digest,
+            pool: pool.toUint128(),
+            signedStake: signedStake.toUint128(),
+            submitter: msg.sender,
+            closesAt: closesAt.toUint64(),
+            words: words.toUint8()
+        });
+        emit FeeHeld(dealId, msg.sender, fee, closesAt);
     }
 
-    /// @dev Adds `pool` over `signedStake` to the epoch's accumulator and excludes the
-    ///      non-signers. Returns the most the signers can claim of it and the new accumulator
-    ///      (0 if the pool is too small to give a unit of stake anything).
-    function _accrue(
+    /// @dev Stores the non-empty words of a non-signer bitmap; returns its word count, or 0 if
+    ///      no bit is set.
+    function _storeNonSigners(bytes32 dealId, bytes memory bitmap) internal returns (uint256) {
+        uint256 len = bitmap.length;
+        uint256 n = (len + 31) / 32;
+        bool any;
+        for (uint256 w; w < n; ++w) {
+            uint256 chunk;
+            assembly ("memory-safe") {
+                chunk := mload(add(add(bitmap, 0x20), shl(5, w)))
+            }
+            uint256 rest = len - 32 * w;
+            if (rest < 32) chunk &= ~(type(uint256).max >> (8 * rest));
+            if (chunk == 0) continue;
+            nonSignerBits[dealId][w] = chunk;
+            any = true;
+        }
+        return any ? n : 0;
+    }
+
+    /// @dev Word `w` of a calldata bitmap (zero-padded past its end).
+    function _chunk(bytes calldata bitmap, uint256 w) internal pure returns (uint256 chunk) {
+        uint256 len = bitmap.length;
+        assembly ("memory-safe") {
+            chunk := calldataload(add(bitmap.offset, shl(5, w)))
+        }
+        uint256 rest = len - 32 * w;
+        if (rest < 32) chunk &= ~(type(uint256).max >> (8 * rest));
+    }
+
+    /// @dev Splits a held fee: over the stake signed by now, excluding the remaining
+    ///      non-signers if `excluding`.
+    function _release(bytes32 dealId, Held storage h, bool excluding) internal {
+        Deal storage d = _deals[dealId];
+        uint256 pool = h.pool;
+        uint256 signedStake = h.signedStake;
+        address submitter = h.submitter;
+        uint256 words = excluding ? h.words : 0;
+        delete held[dealId];
+        _split(dealId, d.token, d.epoch, d.resolverFee, pool, signedStake, submitter, words);
+    }
+
+    /// @dev `pool` over `signedStake` as `inc = pool * P / S` per unit of stake, added to the
+    ///      epoch's accumulator; the non-signers (the first `words` words of the dispute's
+    ///      bitmap) get an exclusion entry. The signers are owed at most
+    ///      `ceil(inc * S / P) <= pool`; the rest of the fee goes to `submitter`.
+    function _split(
+        bytes32 dealId,
         IERC20 token,
         uint256 epoch,
+        uint256 fee,
         uint256 pool,
         uint256 signedStake,
-        uint256[] calldata nonSigners
-    ) internal returns (uint256 toSigners, uint256 acc) {
+        address submitter,
+        uint256 words
+    ) internal {
+        uint256 toSigners;
+        uint256 acc;
         uint256 inc = pool * REWARD_PRECISION / signedStake;
-        if (inc == 0) return (0, 0);
-        acc = rewardPerStake[token][epoch];
-        if (acc == 0) acc = 1;
-        acc += inc;
-        rewardPerStake[token][epoch] = acc;
-        for (uint256 i; i < nonSigners.length; ++i) {
-            _exclude(token, epoch, nonSigners[i], inc);
+        if (inc != 0) {
+            acc = rewardPerStake[token][epoch];
+            if (acc == 0) acc = 1;
+            acc += inc;
+            rewardPerStake[token][epoch] = acc;
+            if (words != 0) _exclude(token, epoch, dealId, inc, words);
+            toSigners = Math.mulDiv(inc, signedStake, REWARD_PRECISION, Math.Rounding.Ceil);
         }
-        toSigners = Math.mulDiv(inc, signedStake, REWARD_PRECISION, Math.Rounding.Ceil);
+        emit FeeDistributed(dealId, token, epoch, submitter, fee - toSigners, toSigners, acc);
+        if (fee > toSigners) _credit(submitter, token, fee - toSigners);
     }
 
-    /// @dev A non-signer of a certificate is not owed its increment. Virtual only so that
+    /// @dev The non-signers of a split are not owed its increment: one exclusion entry per
+    ///      split (not per non-signer) and their positions marked in `missedBits`; claims of the
+    ///      marked positions subtract the entries that name them. Virtual only so that
     ///      test/mutants can break it.
-    function _exclude(IERC20 token, uint256 epoch, uint256 resolver, uint256 inc) internal virtual {
-        rewardDebt[token][epoch][resolver] = _debt(token, epoch, resolver) + inc;
+    function _exclude(IERC20 token, uint256 epoch, bytes32 dealId, uint256 inc, uint256 words)
+        internal
+        virtual
+    {
+        _exclusions[token][epoch].push(Exclusion({inc: inc, dealId: dealId}));
+        for (uint256 w; w < words; ++w) {
+            uint256 bits = nonSignerBits[dealId][w];
+            if (bits == 0) continue;
+            uint256 missed = missedBits[token][epoch][w];
+            if (missed | bits != missed) missedBits[token][epoch][w] = missed | bits;
+        }
+    }
+
+    /// @dev Sum of the increments of exclusion entries `[from, to)` of (token, epoch) that name
+    ///      `resolver` as a non-signer, and whether any entry may name it (its position's
+    ///      missed bit). Unmarked, no entry names it and nothing is scanned.
+    function _excluded(IERC20 token, uint256 epoch, uint256 resolver, uint256 from, uint256 to)
+        internal
+        view
+        returns (uint256 sum, bool scanned)
+    {
+        if (from >= to) return (0, false);
+        uint256 position = registry.positionOf(epoch, resolver);
+        uint256 word = position >> 8;
+        uint256 shift = 8 * (31 - ((position & 255) >> 3)) + (position & 7);
+        if ((missedBits[token][epoch][word] >> shift) & 1 == 0) return (0, false);
+        Exclusion[] storage log = _exclusions[token][epoch];
+        for (uint256 k = from; k < to; ++k) {
+            Exclusion storage e = log[k];
+            if ((nonSignerBits[e.dealId][word] >> shift) & 1 == 1) sum += e.inc;
+        }
+        return (sum, true);
+    }
+
+    /// @dev The exclusions of `resolver` its claims did not account for yet.
+    function _unsettled(IERC20 token, uint256 epoch, uint256 resolver)
+        internal
+        view
+        returns (uint256 sum)
+    {
+        (sum,) = _excluded(
+            token,
+            epoch,
+            resolver,
+            exclusionCursor[token][epoch][resolver],
+            _exclusions[token][epoch].length
+        );
+    }
+
+    /// @dev `_unsettled`, and marks the scanned exclusions accounted for. A resolver no entry
+    ///      names writes nothing: a later scan from its old cursor finds only new entries that
+    ///      name it (its rewards up to now were settled through `rewardDebt`).
+    function _settleExclusions(IERC20 token, uint256 epoch, uint256 resolver)
+        internal
+        returns (uint256 sum)
+    {
+        uint256 entries = _exclusions[token][epoch].length;
+        if (entries == 0) return 0;
+        bool scanned;
+        (sum, scanned) =
+            _excluded(token, epoch, resolver, exclusionCursor[token][epoch][resolver], entries);
+        if (scanned) exclusionCursor[token][epoch][resolver] = entries;
+    }
+
+    /// @notice Number of exclusion entries of (token, epoch): fee splits that left members out.
+    function exclusionCount(IERC20 token, uint256 epoch) external view returns (uint256) {
+        return _exclusions[token][epoch].length;
     }
 
     function _debt(IERC20 token, uint256 epoch, uint256 resolver) internal view returns (uint256) {
@@ -676,7 +904,9 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
             uint256 debt = _debt(token, epoch, resolver);
             if (acc <= debt) continue;
             rewardDebt[token][epoch][resolver] = acc;
-            amount += Math.mulDiv(stake, acc - debt, REWARD_PRECISION);
+            amount += Math.mulDiv(
+                stake, acc - debt - _settleExclusions(token, epoch, resolver), REWARD_PRECISION
+            );
         }
     }
 

@@ -78,6 +78,20 @@ contract ResolverRegistry is
     uint256 internal constant MAX_DENOMINATOR = 1 << 64;
     /// @dev Bound of `activationDelay` (about 34,800 years): deal deadlines stay in uint64.
     uint256 internal constant MAX_ACTIVATION_DELAY = 1 << 40;
+    /// @notice Most members an epoch may have. Bounds a certificate's cost: the largest committee
+    ///         with every member but one (1/3 of the stake in minimum bonds) not signing still
+    ///         resolves, with a fee, in under 2M gas (ECONOMICS.md, Gas).
+    uint256 public constant MAX_COMMITTEE_SIZE = 400;
+    /// @dev Init code of a resolver's record contract (CREATE2, salt = index): it calls back
+    ///      `recordCode()` and deploys what that returns, so every record address follows from
+    ///      the index alone: `PUSH4 recordCode.selector; MSTORE at 0; STATICCALL caller;
+    ///      RETURNDATACOPY; RETURN`.
+    bytes internal constant RECORD_INIT =
+        hex"63373a565c600052600060006004601c335afa503d600060003e3d6000f3";
+    /// @dev A record's code: `0x00 || key (128 bytes, EIP-2537) || stake (uint128)`.
+    uint256 internal constant RECORD_LENGTH = 145;
+    /// @dev Transient slots holding the record `recordCode()` returns during `register`.
+    uint256 internal constant RECORD_TSLOT = 0x7265736f6c76642e7265636f7264;
 
     /// @notice The bond token.
     IERC20 public immutable bondToken;
@@ -132,6 +146,9 @@ contract ResolverRegistry is
     uint32 public commitRevealMs;
     /// @notice The whistleblower credited for slashing a resolver (zero if none was).
     mapping(uint256 resolver => address) public slashedBy;
+    /// @dev Each epoch's members as contract code (`0x00 || uint32 index` per position,
+    ///      ascending): one cold account access reads any position, however large the committee.
+    mapping(uint256 epoch => address) internal _memberList;
 
     /// @dev Rejects parameters under which the registry's guarantees fail: a threshold of at
     ///      most half (two disjoint quorums), an unbonding delay that ends before a dispute's
@@ -213,6 +230,7 @@ contract ResolverRegistry is
         keyRegistered[keyHash] = true;
         _indexPlusOne[msg.sender] = index + 1;
         _keys[index] = BLS.packG1(publicKey);
+        _deployRecord(index, publicKey, bond);
         _memberships[index] = Membership({stake: bond.toUint128(), joinedEpoch: 0, leftEpoch: 0});
         _resolvers[index] = Resolver({
             operator: msg.sender,
@@ -244,6 +262,9 @@ contract ResolverRegistry is
         Epoch storage last = _epochs[epoch - 1];
         bytes memory key = BLS.unpackG1(last.aggregateKey);
         uint256 stake = last.totalStake;
+        if (last.members + n > MAX_COMMITTEE_SIZE) {
+            revert CommitteeFull(last.members, n, MAX_COMMITTEE_SIZE);
+        }
         for (uint256 i; i < n; ++i) {
             uint256 index = indices[i];
             if (i > 0 && index <= indices[i - 1]) revert IndicesNotAscending(i);
@@ -261,7 +282,7 @@ contract ResolverRegistry is
             key = BLS.addG1(key, BLS.unpackG1(_keys[index]));
             emit ResolverActivated(index, epoch);
         }
-        _pushEpoch(key, stake, last.members + n);
+        _pushEpoch(key, stake, last.members + n, _merge(_listOf(epoch - 1), indices));
     }
 
     /// @notice Leaves the committee (a new epoch without the caller starts now; a resolver that
@@ -371,29 +392,107 @@ contract ResolverRegistry is
     }
 
     /// @inheritdoc IResolverRegistry
-    /// @dev `nonSigners` are registry indices, strictly ascending, members of `epoch`. Reverts
-    ///      with UnknownEpoch, StaleEpoch, IndicesNotAscending, NotAMember, BelowThreshold or
-    ///      InvalidSignature (or a BLS library error for malformed points).
+    /// @dev `nonSigners` are registry indices, strictly ascending, members of `epoch`; they are
+    ///      turned into the position bitmap of the other overload (a binary search each).
+    ///      Reverts with UnknownEpoch, StaleEpoch, IndicesNotAscending, NotAMember,
+    ///      BelowThreshold or InvalidSignature (or a BLS library error for malformed points).
     function verifyCertificate(
         uint256 epoch,
         bytes32 digest,
         uint256[] calldata nonSigners,
         bytes calldata signature
     ) external view returns (uint256 signedStake, uint256 totalStake) {
+        return _verifyCertificate(epoch, digest, signerBitmap(epoch, nonSigners), signature);
+    }
+
+    /// @inheritdoc IResolverRegistry
+    /// @dev Costs one cold read of the epoch's member list plus, per non-signer, one cold
+    ///      account access (its record: key and stake) and one G1ADD (ECONOMICS.md, Gas).
+    ///      Reverts with UnknownEpoch, StaleEpoch, BitmapTooLong, PositionOutOfRange,
+    ///      BelowThreshold or InvalidSignature.
+    function verifyCertificate(
+        uint256 epoch,
+        bytes32 digest,
+        bytes calldata nonSigners,
+        bytes calldata signature
+    ) external view returns (uint256 signedStake, uint256 totalStake) {
+        return _verifyCertificate(epoch, digest, nonSigners, signature);
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function verifySigners(
+        uint256 epoch,
+        bytes32 digest,
+        bytes calldata signers,
+        bytes calldata signature
+    ) external view returns (uint256 stake) {
         Epoch storage e = _epoch(epoch);
-        _checkFresh(epoch);
-        totalStake = e.totalStake;
-        uint256 missing;
-        for (uint256 i; i < nonSigners.length; ++i) {
-            if (i > 0 && nonSigners[i] <= nonSigners[i - 1]) revert IndicesNotAscending(i);
-            missing += _member(nonSigners[i], epoch).stake;
-        }
-        signedStake = totalStake - missing;
-        if (!meetsThreshold(signedStake, totalStake)) {
-            revert BelowThreshold(signedStake, totalStake, thresholdNumerator, thresholdDenominator);
-        }
-        bytes memory key = BLS.subtractStored(e.aggregateKey, _keys, nonSigners);
+        bytes memory key;
+        (key, stake) = _sumRecords(epoch, e.members, signers, new bytes(BLS.G1_LENGTH), false);
+        if (stake == 0) revert EmptySignerSet();
         if (!BLS.verifyDigest(key, digest, signature)) revert InvalidSignature();
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function signerBitmap(uint256 epoch, uint256[] calldata indices)
+        public
+        view
+        returns (bytes memory bitmap)
+    {
+        uint256 n = _epoch(epoch).members;
+        address list = _memberList[epoch];
+        bitmap = new bytes((n + 7) / 8);
+        uint256 lo;
+        for (uint256 i; i < indices.length; ++i) {
+            uint256 index = indices[i];
+            if (i > 0 && index <= indices[i - 1]) revert IndicesNotAscending(i);
+            (bool found, uint256 position) = _search(list, lo, n, index);
+            if (!found) revert NotAMember(index, epoch);
+            bitmap[position >> 3] |= bytes1(uint8(1 << (position & 7)));
+            lo = position + 1;
+        }
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function positionOf(uint256 epoch, uint256 index) external view returns (uint256 position) {
+        uint256 n = _epoch(epoch).members;
+        bool found;
+        (found, position) = _search(_memberList[epoch], 0, n, index);
+        if (!found) revert NotAMember(index, epoch);
+    }
+
+    /// @notice `epoch`'s members by position (ascending registry index): position `p` of a
+    ///         certificate bitmap is `epochMembers(epoch)[p]`.
+    function epochMembers(uint256 epoch) external view returns (uint256[] memory) {
+        _epoch(epoch);
+        return _listOf(epoch);
+    }
+
+    /// @notice The address of `index`'s record contract (its key and stake as code).
+    function recordOf(uint256 index) public view returns (address) {
+        return address(
+            uint160(
+                uint256(
+                    keccak256(
+                        abi.encodePacked(
+                            bytes1(0xff), address(this), bytes32(index), keccak256(RECORD_INIT)
+                        )
+                    )
+                )
+            )
+        );
+    }
+
+    /// @notice Called back by a record's init code during `register`: returns the record being
+    ///         deployed (raw bytes, not ABI-encoded). Empty outside `register`.
+    function recordCode() external view {
+        assembly ("memory-safe") {
+            let p := mload(0x40)
+            for { let i := 0 } lt(i, 5) { i := add(i, 1) } {
+                mstore(add(p, shl(5, i)), tload(add(RECORD_TSLOT, i)))
+            }
+            return(p, RECORD_LENGTH)
+        }
     }
 
     /// @notice The quorum rule: `signedStake / totalStake >= numerator / denominator`, exactly
@@ -474,7 +573,8 @@ contract ResolverRegistry is
             _pushEpoch(
                 BLS.subtractStored(last.aggregateKey, _keys, leaving),
                 uint256(last.totalStake) - t.stakeLeaving,
-                last.members - nLeaving
+                last.members - nLeaving,
+                _without(_listOf(t.nextEpoch - 1), leaving)
             );
         }
         if (t.rewards > 0) claimable[msg.sender] += t.rewards;
@@ -549,8 +649,14 @@ contract ResolverRegistry is
         }
     }
 
-    function _pushEpoch(bytes memory aggregateKey, uint256 totalStake, uint256 members) internal {
+    function _pushEpoch(
+        bytes memory aggregateKey,
+        uint256 totalStake,
+        uint256 members,
+        uint256[] memory list
+    ) internal {
         uint256 epoch = _epochs.length;
+        _memberList[epoch] = _deployList(list);
         _epochs.push(
             Epoch({
                 aggregateKey: BLS.packG1(aggregateKey),
@@ -570,11 +676,166 @@ contract ResolverRegistry is
         m.leftEpoch = epoch.toUint64();
         Epoch storage last = _epochs[epoch - 1];
         bytes memory key = BLS.negateG1(BLS.unpackG1(_keys[index]));
+        uint256[] memory leaving = new uint256[](1);
+        leaving[0] = index;
         _pushEpoch(
             BLS.addG1(BLS.unpackG1(last.aggregateKey), key),
             uint256(last.totalStake) - m.stake,
-            last.members - 1
+            last.members - 1,
+            _without(_listOf(epoch - 1), leaving)
         );
+    }
+
+    function _verifyCertificate(
+        uint256 epoch,
+        bytes32 digest,
+        bytes memory nonSigners,
+        bytes calldata signature
+    ) internal view returns (uint256 signedStake, uint256 totalStake) {
+        Epoch storage e = _epoch(epoch);
+        _checkFresh(epoch);
+        totalStake = e.totalStake;
+        (bytes memory key, uint256 missing) =
+            _sumRecords(epoch, e.members, nonSigners, BLS.unpackG1(e.aggregateKey), true);
+        signedStake = totalStake - missing;
+        if (!meetsThreshold(signedStake, totalStake)) {
+            revert BelowThreshold(signedStake, totalStake, thresholdNumerator, thresholdDenominator);
+        }
+        if (!BLS.verifyDigest(key, digest, signature)) revert InvalidSignature();
+    }
+
+    /// @dev `start` plus (or minus, if `negate`) the keys of the positions set in `bitmap` (bit
+    ///      `p & 7` of byte `p >> 3`), and the sum of their stakes. Reads each key and stake from
+    ///      the member's record contract, found through the epoch's member list.
+    function _sumRecords(
+        uint256 epoch,
+        uint256 n,
+        bytes memory bitmap,
+        bytes memory start,
+        bool negate
+    ) internal view returns (bytes memory key, uint256 stake) {
+        if (bitmap.length > (n + 7) / 8) {
+            revert BitmapTooLong(bitmap.length, (n + 7) / 8);
+        }
+        key = start;
+        address list = _memberList[epoch];
+        bytes32 initHash = keccak256(RECORD_INIT);
+        uint256 outOfRange = type(uint256).max;
+        bool ok;
+        (ok, stake, outOfRange) = BLS.sumRecords(key, bitmap, n, list, initHash, negate);
+        if (outOfRange != type(uint256).max) revert PositionOutOfRange(outOfRange, n);
+        if (!ok) revert BLS.BLSPrecompileFailed(BLS.G1ADD);
+    }
+
+    /// @dev Deploys `index`'s record contract (CREATE2 salt `index`, code `0x00 || key ||
+    ///      uint128 stake`).
+    function _deployRecord(uint256 index, bytes calldata publicKey, uint256 stake) internal {
+        bytes memory rec = abi.encodePacked(bytes1(0), publicKey, uint128(stake));
+        bytes memory init = RECORD_INIT;
+        address deployed;
+        assembly ("memory-safe") {
+            for { let i := 0 } lt(i, 5) { i := add(i, 1) } {
+                tstore(add(RECORD_TSLOT, i), mload(add(add(rec, 0x20), shl(5, i))))
+            }
+            deployed := create2(0, add(init, 0x20), mload(init), index)
+            for { let i := 0 } lt(i, 5) { i := add(i, 1) } {
+                tstore(add(RECORD_TSLOT, i), 0)
+            }
+        }
+        if (deployed == address(0) || deployed.code.length != RECORD_LENGTH) {
+            revert RecordNotDeployed(index);
+        }
+    }
+
+    /// @dev Deploys `list` (ascending indices) as code `0x00 || uint32 index...`; none for an
+    ///      empty list.
+    function _deployList(uint256[] memory list) internal returns (address deployed) {
+        uint256 n = list.length;
+        if (n == 0) return address(0);
+        bytes memory code = new bytes(1 + 4 * n);
+        for (uint256 i; i < n; ++i) {
+            uint32 index = list[i].toUint32();
+            assembly ("memory-safe") {
+                mstore(add(add(code, 0x21), shl(2, i)), shl(224, index))
+            }
+        }
+        // SSTORE2 init code: PUSH2 len; DUP1; PUSH1 10; RETURNDATASIZE; CODECOPY;
+        // RETURNDATASIZE; RETURN.
+        bytes memory init =
+            abi.encodePacked(hex"61", uint16(code.length), hex"80600a3d393df3", code);
+        assembly ("memory-safe") {
+            deployed := create(0, add(init, 0x20), mload(init))
+        }
+        if (deployed == address(0)) revert RecordNotDeployed(type(uint256).max);
+    }
+
+    /// @dev An epoch's member list (empty for epoch 0).
+    function _listOf(uint256 epoch) internal view returns (uint256[] memory list) {
+        uint256 n = _epochs[epoch].members;
+        list = new uint256[](n);
+        address at = _memberList[epoch];
+        if (n == 0) return list;
+        bytes memory raw = new bytes(4 * n);
+        assembly ("memory-safe") {
+            extcodecopy(at, add(raw, 0x20), 1, shl(2, n))
+            for { let i := 0 } lt(i, n) { i := add(i, 1) } {
+                mstore(
+                    add(list, shl(5, add(i, 1))),
+                    shr(224, mload(add(add(raw, 0x20), shl(2, i))))
+                )
+            }
+        }
+    }
+
+    /// @dev Binary search for `index` among positions `[lo, hi)` of a member list.
+    function _search(address list, uint256 lo, uint256 hi, uint256 index)
+        internal
+        view
+        returns (bool found, uint256 position)
+    {
+        while (lo < hi) {
+            uint256 mid = (lo + hi) >> 1;
+            uint256 at;
+            assembly ("memory-safe") {
+                mstore(0x00, 0)
+                extcodecopy(list, 0x00, add(1, shl(2, mid)), 4)
+                at := shr(224, mload(0x00))
+            }
+            if (at == index) return (true, mid);
+            if (at < index) lo = mid + 1;
+            else hi = mid;
+        }
+        return (false, lo);
+    }
+
+    /// @dev Merges two ascending lists (disjoint).
+    function _merge(uint256[] memory a, uint256[] calldata b)
+        internal
+        pure
+        returns (uint256[] memory out)
+    {
+        out = new uint256[](a.length + b.length);
+        uint256 i;
+        uint256 j;
+        for (uint256 k; k < out.length; ++k) {
+            if (j == b.length || (i < a.length && a[i] < b[j])) out[k] = a[i++];
+            else out[k] = b[j++];
+        }
+    }
+
+    /// @dev `a` without the elements of `remove` (both ascending, `remove` a subset of `a`).
+    function _without(uint256[] memory a, uint256[] memory remove)
+        internal
+        pure
+        returns (uint256[] memory out)
+    {
+        out = new uint256[](a.length - remove.length);
+        uint256 j;
+        uint256 k;
+        for (uint256 i; i < a.length; ++i) {
+            if (j < remove.length && a[i] == remove[j]) ++j;
+            else out[k++] = a[i];
+        }
     }
 
     /// @dev Running totals of one `slashEquivocation` call.

@@ -91,6 +91,7 @@ contract EconomicsTest is EscrowBase {
             _cert(k, reproduced, id, mask);
         vm.prank(SUBMITTER);
         escrow.resolve(c, non, sig);
+        _distributeHeld(id);
     }
 
     function _epochs(uint256 e) internal pure returns (uint256[] memory es) {
@@ -319,6 +320,7 @@ contract EconomicsTest is EscrowBase {
         (VerdictCommitment memory c, uint256[] memory non, bytes memory sig) =
             _cert(1, true, id2, 0x7f, 7);
         escrow.resolve(c, non, sig);
+        _distributeHeld(id2);
         uint256[] memory es = new uint256[](3);
         (es[0], es[1], es[2]) = (8, 9, 8);
         vm.prank(_operator(0));

@@ -213,6 +213,7 @@ contract EconomicsHostileTest is EscrowBase {
         bytes memory sig = Signer.sign(signers, escrow.verdictDigest(c));
         vm.prank(submitter);
         escrow.resolve(c, non, sig);
+        _distributeHeld(id);
     }
 
     function _epochs(uint256 e) internal pure returns (uint256[] memory es) {

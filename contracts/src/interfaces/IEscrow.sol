@@ -125,6 +125,8 @@ interface IEscrowErrors {
     error RewardsForfeited(uint256 resolver);
     error NotSlashed(uint256 resolver);
     error NoRewards(uint256 resolver, IERC20 token);
+    error NothingHeld(bytes32 dealId);
+    error NotNonSigners(bytes32 dealId);
 }
 
 /// @notice Events of the Escrow.
@@ -211,6 +213,13 @@ interface IEscrowEvents {
         uint256 toSigners,
         uint256 rewardPerStake
     );
+    /// @notice A certificate with non-signers: its resolver `fee` is held until `closesAt`, while
+    ///         further signers of the certified digest may be proven (`includeSigners`); then
+    ///         `FeeDistributed` (with `submitter` as the refund's recipient).
+    event FeeHeld(bytes32 indexed dealId, address indexed submitter, uint256 fee, uint256 closesAt);
+    /// @notice `by` proved that the members at the positions set in `signers` signed the
+    ///         certified digest of `dealId`: `stake` joins its signed stake.
+    event SignersIncluded(bytes32 indexed dealId, address indexed by, bytes signers, uint256 stake);
     /// @notice A timed-out dispute's resolver fee was credited back to the buyer.
     event FeeRefunded(bytes32 indexed dealId, address indexed buyer, uint256 amount);
     /// @notice The challenge bond was credited: back to the buyer (Failed, timeout) or to the

@@ -62,6 +62,10 @@ interface IResolverRegistryErrors {
     error NothingToActivate();
     error NothingToClaim(address account);
     error ZeroAddress();
+    error CommitteeFull(uint256 members, uint256 adding, uint256 maximum);
+    error BitmapTooLong(uint256 length, uint256 maximum);
+    error PositionOutOfRange(uint256 position, uint256 members);
+    error RecordNotDeployed(uint256 index);
 }
 
 /// @notice Events of the ResolverRegistry.
@@ -133,6 +137,38 @@ interface IResolverRegistry {
         uint256[] calldata nonSigners,
         bytes calldata signature
     ) external view returns (uint256 signedStake, uint256 totalStake);
+
+    /// @notice The same check with the non-signers named by position: bit `p & 7` of byte
+    ///         `p >> 3` of `nonSigners` set means the member at position `p` of `epoch` (members
+    ///         in ascending registry-index order, `epochMembers`) did not sign. At most
+    ///         `ceil(members / 8)` bytes; no bit at or beyond `members`.
+    function verifyCertificate(
+        uint256 epoch,
+        bytes32 digest,
+        bytes calldata nonSigners,
+        bytes calldata signature
+    ) external view returns (uint256 signedStake, uint256 totalStake);
+
+    /// @notice Verifies `signature` as the aggregate of the members of `epoch` at the positions
+    ///         set in `signers` (same bitmap layout) over `digest`, and returns their stake.
+    ///         Reverts EmptySignerSet for an empty set, InvalidSignature, and the bitmap errors.
+    ///         Any past epoch counts (a late signer proves work already certified).
+    function verifySigners(
+        uint256 epoch,
+        bytes32 digest,
+        bytes calldata signers,
+        bytes calldata signature
+    ) external view returns (uint256 stake);
+
+    /// @notice The position bitmap of `indices` (strictly ascending registry indices, members
+    ///         of `epoch`), `ceil(members / 8)` bytes long.
+    function signerBitmap(uint256 epoch, uint256[] calldata indices)
+        external
+        view
+        returns (bytes memory);
+
+    /// @notice The position of member `index` in `epoch` (reverts NotAMember).
+    function positionOf(uint256 epoch, uint256 index) external view returns (uint256);
 
     /// @notice The smallest resolver fee a deal in `token` may be funded with (owner-set,
     ///         default 0).

@@ -228,6 +228,77 @@ library BLS {
         if (!ok) revert BLSPrecompileFailed(G1ADD);
     }
 
+    /// @notice Adds to `key` (in place) the keys of the members at the positions set in
+    ///         `bitmap` (bit `p & 7` of byte `p >> 3`), or subtracts them if `negate`, and sums
+    ///         their stakes. Position `p`'s registry index is the 4-byte word at `1 + 4p` of the
+    ///         code of `list`; its key and stake are the code of the record contract the caller
+    ///         created with CREATE2 (salt = index, init code hash `initHash`): `0x00 || key
+    ///         (128 bytes) || uint128 stake`. Per position: two EXTCODECOPYs (one cold account
+    ///         access), a keccak and a G1ADD, no storage read. Positions `>= n` are not read:
+    ///         the first is returned as `outOfRange` (else `type(uint256).max`) and the caller
+    ///         reverts. `ok` is false if a G1ADD failed.
+    function sumRecords(
+        bytes memory key,
+        bytes memory bitmap,
+        uint256 n,
+        address list,
+        bytes32 initHash,
+        bool negate
+    ) internal view returns (bool ok, uint256 stake, uint256 outOfRange) {
+        _checkLength(key, G1_LENGTH);
+        outOfRange = type(uint256).max;
+        ok = true;
+        assembly ("memory-safe") {
+            // buf[0:128] running sum, buf[128:256] operand (then the stake's 16 bytes, read
+            // as the high half of buf[256:288]), buf[288:384] CREATE2 preimage (0xff at 299),
+            // buf[384:416] scratch.
+            let buf := mload(0x40)
+            mcopy(buf, add(key, 0x20), 128)
+            mstore(add(buf, 0x120), address())
+            mstore8(add(buf, 0x12b), 0xff)
+            mstore(add(buf, 0x160), initHash)
+            for { let i := 0 } lt(i, mload(bitmap)) { i := add(i, 1) } {
+                let b := byte(0, mload(add(add(bitmap, 0x20), i)))
+                for { let pos := shl(3, i) } b { pos := add(pos, 1) } {
+                    if and(b, 1) {
+                        switch lt(pos, n)
+                        case 0 { if eq(outOfRange, not(0)) { outOfRange := pos } }
+                        default {
+                            mstore(add(buf, 0x180), 0)
+                            extcodecopy(list, add(buf, 0x180), add(1, shl(2, pos)), 4)
+                            mstore(add(buf, 0x140), shr(224, mload(add(buf, 0x180))))
+                            extcodecopy(
+                                and(
+                                    keccak256(add(buf, 0x12b), 85),
+                                    0xffffffffffffffffffffffffffffffffffffffff
+                                ),
+                                add(buf, 0x80),
+                                1,
+                                144
+                            )
+                            stake := add(stake, shr(128, mload(add(buf, 0x100))))
+                            if negate {
+                                // -y = p - y (a record never holds the identity).
+                                mstore(
+                                    add(buf, 0xc0),
+                                    sub(
+                                        sub(P_HI, mload(add(buf, 0xc0))),
+                                        gt(mload(add(buf, 0xe0)), P_LO)
+                                    )
+                                )
+                                mstore(add(buf, 0xe0), sub(P_LO, mload(add(buf, 0xe0))))
+                            }
+                            ok := and(ok, staticcall(gas(), _G1ADD, buf, 256, buf, 128))
+                            ok := and(ok, eq(returndatasize(), 128))
+                        }
+                    }
+                    b := shr(1, b)
+                }
+            }
+            mcopy(add(key, 0x20), buf, 128)
+        }
+    }
+
     // ------------------------------------------------------------------ hash to curve
 
     /// @notice expand_message_xmd (RFC 9380 §5.3.1) with SHA-256, for 256 output bytes.

@@ -267,6 +267,7 @@ contract EscrowHandler is Vectors {
             settlements[k]++;
             calls["resolve"]++;
             _record(k, o, d.epoch, signers, true);
+            _distributeHeld(dealIds[k]);
             _accrued(d, signers, non, before);
             (uint256 signed, uint256 total) = _stakes(d.epoch, non);
             if (signed * 3 < total * 2 || block.timestamp > d.resolveDeadline) {
@@ -276,6 +277,15 @@ contract EscrowHandler is Vectors {
             lastRefusal = reason;
             calls["resolve-refused"]++;
         }
+    }
+
+    /// @dev A certificate with non-signers holds its fee for the inclusion window: wait it out
+    ///      and split it (this handler was the submitter, so the refund is its credit).
+    function _distributeHeld(bytes32 id) internal {
+        (,,,, uint64 closesAt,) = escrow.held(id);
+        if (closesAt == 0) return;
+        _warpTo(uint256(closesAt) + 1);
+        escrow.distributeFee(id);
     }
 
     function _ownCredit() internal view returns (uint256) {
@@ -587,6 +597,7 @@ contract EscrowHandler is Vectors {
                 settlements[k]++;
                 calls["resolve"]++;
                 _record(k, o, d.epoch, signers, true);
+                _distributeHeld(dealIds[k]);
                 _accrued(d, signers, non, before);
                 settled = true;
             }

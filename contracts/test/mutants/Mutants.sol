@@ -96,5 +96,5 @@ contract UnmarkedSettlementEscrow is Escrow {
 contract PayNonSignersEscrow is Escrow {
     constructor(IResolverRegistry registry_, address owner_) Escrow(registry_, owner_) {}
 
-    function _exclude(IERC20, uint256, uint256, uint256) internal override {}
+    function _exclude(IERC20, uint256, bytes32, uint256, uint256) internal override {}
 }

@@ -155,6 +155,15 @@ abstract contract EscrowBase is Vectors {
     }
 
     /// @dev The buyer challenges, paying the deal's resolver fee and challenge bond.
+    /// @dev Splits a certified dispute's held fee: waits out the inclusion window, then
+    ///      `distributeFee` (nothing if no fee is held).
+    function _distributeHeld(bytes32 id) internal {
+        (,,,, uint64 closesAt,) = escrow.held(id);
+        if (closesAt == 0) return;
+        vm.warp(uint256(closesAt) + 1);
+        escrow.distributeFee(id);
+    }
+
     function _challenge(bytes32 id) internal {
         vm.warp(block.timestamp + 1);
         Deal memory d = escrow.deal(id);
