@@ -45,7 +45,8 @@ struct Terms {
     uint256 sellerBond;
     /// @dev Paid by the buyer at `challenge`; on a certificate split among its signers by stake
     ///      (less the submitter's gas refund), on a timeout returned to the buyer. At least the
-    ///      registry's `minResolverFee(token)`.
+    ///      registry's `minResolverFee(token)`. The seller locks the same amount at delivery as
+    ///      a dispute deposit, which reimburses the buyer on a Failed verdict (the loser pays).
     uint256 resolverFee;
     /// @dev Anti-griefing bond the buyer posts at `challenge`: returned on Failed and on a
     ///      timeout, paid to the seller on Reproduced.
@@ -211,6 +212,10 @@ interface IEscrowEvents {
         uint256 toSigners,
         uint256 rewardPerStake
     );
+    /// @notice The seller's dispute deposit (equal to the resolver fee, locked at delivery) was
+    ///         credited: to the buyer on a Failed verdict (it reimburses the buyer's fee), to the
+    ///         seller otherwise.
+    event DepositSettled(bytes32 indexed dealId, address indexed paidTo, uint256 amount);
     /// @notice A timed-out dispute's resolver fee was credited back to the buyer.
     event FeeRefunded(bytes32 indexed dealId, address indexed buyer, uint256 amount);
     /// @notice The challenge bond was credited: back to the buyer (Failed, timeout) or to the
