@@ -681,8 +681,8 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
             // `toSigners` rounds it up: the fraction above is owed to no one.
             if (toSigners > 0) {
                 // forge-lint: disable-next-line(divide-before-multiply)
-                dustRemainder[token] +=
-                    toSigners * REWARD_PRECISION - (pool * REWARD_PRECISION / signedStake) * signedStake;
+                dustRemainder[token] += toSigners * REWARD_PRECISION
+                    - (pool * REWARD_PRECISION / signedStake) * signedStake;
             }
         }
         emit FeeDistributed(dealId, token, epoch, msg.sender, fee - toSigners, toSigners, acc);

@@ -458,14 +458,19 @@ contract EconomicsHostileTest is EscrowBase {
         vm.prank(BUYER);
         escrow.challenge(id);
         require(escrow.deal(id).state == DealState.Disputed, "disputed");
-        require(escrow.liabilities(hxi) == t.amount + t.sellerBond + t.resolverFee + due, "fee + bond booked");
+        require(
+            escrow.liabilities(hxi) == t.amount + t.sellerBond + t.resolverFee + due,
+            "fee + bond booked"
+        );
         _solvent(t.amount + t.sellerBond + t.resolverFee + due);
     }
 
     function _nothingTaken(bytes32 id, Terms memory t, uint256 due) internal view {
         require(escrow.deal(id).state == DealState.Delivered, "still Delivered");
         require(escrow.deal(id).challengedAt == 0, "not challenged");
-        require(escrow.liabilities(hxi) == t.amount + t.sellerBond + t.resolverFee, "nothing booked");
+        require(
+            escrow.liabilities(hxi) == t.amount + t.sellerBond + t.resolverFee, "nothing booked"
+        );
         require(hx.balanceOf(ESCROW) == t.amount + t.sellerBond + t.resolverFee, "nothing received");
         require(hx.balanceOf(BUYER) == due, "buyer kept its funds");
         require(hx.allowance(BUYER, ESCROW) == due, "allowance untouched");
@@ -505,7 +510,10 @@ contract EconomicsHostileTest is EscrowBase {
         escrow.challenge(id);
         hx.setFees(0, 0);
         require(hx.balanceOf(BUYER) == 0, "buyer paid due + surcharge");
-        require(hx.balanceOf(ESCROW) == t.amount + t.sellerBond + t.resolverFee + due, "received exactly due");
+        require(
+            hx.balanceOf(ESCROW) == t.amount + t.sellerBond + t.resolverFee + due,
+            "received exactly due"
+        );
         _solvent(t.amount + t.sellerBond + t.resolverFee + due);
         _resolve(0, id, 0xff, SUBMITTER);
         _solvent(0);
@@ -551,7 +559,10 @@ contract EconomicsHostileTest is EscrowBase {
         vm.prank(SELLER);
         vm.expectRevert(); // ERC20InsufficientBalance inside the token
         escrow.claim(hxi, SELLER);
-        require(escrow.claimable(SELLER, hxi) == t.amount + t.sellerBond + t.resolverFee + CBOND, "still owed");
+        require(
+            escrow.claimable(SELLER, hxi) == t.amount + t.sellerBond + t.resolverFee + CBOND,
+            "still owed"
+        );
     }
 
     // ------------------------------------------------------------------ 4. repeated claims

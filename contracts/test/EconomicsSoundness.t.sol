@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
+import {ResolverRegistry} from "../src/ResolverRegistry.sol";
 import {IEscrowErrors, Settlement, Terms} from "../src/interfaces/IEscrow.sol";
 import {Evidence, IResolverRegistryErrors} from "../src/interfaces/IResolverRegistry.sol";
-import {ResolverRegistry} from "../src/ResolverRegistry.sol";
 import {VerdictCommitment} from "../src/libraries/VerdictHash.sol";
 import {EscrowBase} from "./utils/EscrowBase.sol";
 import {Signer} from "./utils/Signer.sol";
@@ -284,12 +284,12 @@ contract EconomicsSoundnessTest is EscrowBase {
         );
         registry.setCommitRevealMs(type(uint32).max);
         registry.setCommitRevealMs(100_000);
-        registry.setCommitRevealMs(5_000);
+        registry.setCommitRevealMs(5000);
         require(registry.commitRevealMs() == 0, "current epoch keeps its value");
         require(registry.commitRevealMsAt(8) == 0, "epoch 8 pinned 0");
         vm.prank(_operator(7));
         registry.requestExit(); // epoch 9
-        require(registry.commitRevealMsAt(9) == 5_000 && registry.commitRevealMs() == 5_000, "9");
+        require(registry.commitRevealMsAt(9) == 5000 && registry.commitRevealMs() == 5000, "9");
         require(registry.commitRevealMsAt(8) == 0, "8 unchanged");
         // The minimum resolve window cannot drop below what the setting needs.
         registry.setCommitRevealMs(60_000);
@@ -368,7 +368,6 @@ contract EconomicsSoundnessTest is EscrowBase {
         uint256 dust = escrow.dustRemainder(tok);
         require(dust % P == 0, "whole wei once everyone claimed");
         require(refund + claimed + dust / P == fee, "fee fully assigned");
-
     }
 
     /// @notice The sink's shares and the dust are flushed to the sink by anyone.
