@@ -264,7 +264,8 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     ///         split: the gas refund pinned at `challenge` plus the split's rounding remainder
     ///         is credited to the caller, the rest accrues to the signers pro rata to stake
     ///         (`claimRewards`).
-    ///         Callable by anyone, once, until the resolve deadline.
+    ///         Signers slashed since the epoch started do not count toward the quorum
+    ///         (`SlashedSignersDecide`). Callable by anyone, once, until the resolve deadline.
     function resolve(
         VerdictCommitment calldata commitment,
         uint256[] calldata nonSigners,
@@ -280,6 +281,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
             nonSigners,
             aggregateSignature
         );
+        _checkUnslashedQuorum(d.epoch, signedStake, totalStake, nonSigners);
         bool reproduced = commitment.outcome == Outcome.Reproduced;
         emit VerdictCommitted(dealId, commitment, signedStake, totalStake);
         _accrueFee(dealId, d, signedStake, nonSigners);
@@ -504,6 +506,22 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         (uint256 epoch, uint256 committeeStake) = registry.currentCommittee();
         uint256 minimum = registry.minimumCommitteeStake();
         if (committeeStake < minimum) revert CommitteeTooSmall(epoch, committeeStake, minimum);
+    }
+
+    /// @dev Members of the pinned epoch slashed since it started do not count: the certificate
+    ///      must also meet the threshold among the epoch's unslashed members by unslashed
+    ///      signers. (Their stake stays in the fee split: a slashed signer's share is swept.)
+    function _checkUnslashedQuorum(
+        uint256 epoch,
+        uint256 signedStake,
+        uint256 totalStake,
+        uint256[] calldata nonSigners
+    ) internal view {
+        (uint256 slashedTotal, uint256 slashedSigned) = registry.slashedStake(epoch, nonSigners);
+        if (slashedTotal == 0) return;
+        uint256 signed = signedStake - slashedSigned;
+        uint256 total = totalStake - slashedTotal;
+        if (!registry.meetsThreshold(signed, total)) revert SlashedSignersDecide(signed, total);
     }
 
     /// @dev A certificate counts only until the resolve deadline (then `timeoutRefund`).

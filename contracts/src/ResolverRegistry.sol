@@ -74,6 +74,10 @@ contract ResolverRegistry is
         bytes32 dealId;
         /// @dev The caller if it was credited a whistleblower share, else zero.
         address whistleblower;
+        /// @dev `_epochs.length` when the call ran: the epochs it slashed members of are below.
+        uint64 nextEpoch;
+        /// @dev Position in the slashed-member log of the first member the call slashed.
+        uint32 firstSlashed;
     }
 
     /// @notice An owner parameter behind the timelock: `next` replaces `value` at `effectiveAt`.
@@ -164,6 +168,10 @@ contract ResolverRegistry is
     CommitRevealCheckpoint[] internal _commitReveal;
     /// @dev One entry per slashing call (`Resolver.slashRecord` - 1 indexes it).
     SlashRecord[] internal _slashRecords;
+    /// @dev The slashed-member log: every slashed resolver that was ever a member, in slashing
+    ///      order, as uint32 indices packed eight to a word.
+    mapping(uint256 word => uint256) internal _slashedLog;
+    uint256 internal _slashedLogLength;
 
     /// @dev Rejects parameters under which the registry's guarantees fail: a threshold of at
     ///      most half (two disjoint quorums), an unbonding delay that ends before a dispute's
@@ -642,11 +650,14 @@ contract ResolverRegistry is
         t.nextEpoch = _epochs.length;
         t.leaving = new uint256[](_min(_min(a.signers.length, b.signers.length), maxSlashed));
         // One record for everyone this call slashes (reverted below if it slashes nobody).
+        t.former = new uint256[](t.leaving.length);
         _slashRecords.push(
             SlashRecord({
                 domainSeparator: domainSeparator,
                 dealId: dealId,
-                whistleblower: t.rewarded ? msg.sender : address(0)
+                whistleblower: t.rewarded ? msg.sender : address(0),
+                nextEpoch: t.nextEpoch.toUint64(),
+                firstSlashed: _slashedLogLength.toUint32()
             })
         );
         t.record = _slashRecords.length.toUint64();
@@ -668,6 +679,7 @@ contract ResolverRegistry is
         }
         slashed = t.slashed;
         if (slashed == 0) revert NoEquivocator();
+        _appendSlashed(t.former, t.nFormer);
         if (t.nLeaving > 0) {
             uint256[] memory leaving = t.leaving;
             uint256 nLeaving = t.nLeaving;
@@ -695,6 +707,36 @@ contract ResolverRegistry is
         claimable[sink] = 0;
         emit Claimed(sink, sink, amount);
         bondToken.safeTransfer(sink, amount);
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function slashedStake(uint256 epoch, uint256[] calldata nonSigners)
+        external
+        view
+        returns (uint256 total, uint256 signed)
+    {
+        uint256 n = _slashRecords.length;
+        if (n == 0 || _slashRecords[n - 1].nextEpoch <= epoch) return (0, 0);
+        // The first call that ran while `epoch` or a later one was current (nextEpoch only
+        // grows); every member of `epoch` slashed since is in the log from its position on.
+        uint256 lo;
+        uint256 hi = n - 1;
+        while (lo < hi) {
+            uint256 mid = (lo + hi) / 2;
+            if (_slashRecords[mid].nextEpoch > epoch) hi = mid;
+            else lo = mid + 1;
+        }
+        uint256 start = _slashRecords[lo].firstSlashed;
+        uint256 end = _slashedLogLength;
+        uint256 word = _slashedLog[start / 8];
+        for (uint256 p = start; p < end; ++p) {
+            if (p % 8 == 0 && p != start) word = _slashedLog[p / 8];
+            uint256 index = (word >> (32 * (p % 8))) & 0xffffffff;
+            if (!isMember(index, epoch)) continue;
+            uint256 stake = _memberships[index].stake;
+            total += stake;
+            if (!_contains(nonSigners, index)) signed += stake;
+        }
     }
 
     /// @notice Whether `index` was slashed by evidence for `dealId` of the verdict domain
@@ -859,8 +901,28 @@ contract ResolverRegistry is
         uint256 nextEpoch;
         uint256 slashed;
         uint256 cap;
+        uint256[] former;
+        uint256 nFormer;
         uint64 record;
         bool rewarded;
+    }
+
+    /// @dev Appends `list[0..n)` to the slashed-member log (eight uint32 indices per word).
+    function _appendSlashed(uint256[] memory list, uint256 n) internal {
+        if (n == 0) return;
+        uint256 length = _slashedLogLength;
+        uint256 slot = length / 8;
+        uint256 word = _slashedLog[slot];
+        for (uint256 i; i < n; ++i) {
+            uint256 pos = (length + i) % 8;
+            if (pos == 0 && i > 0) {
+                _slashedLog[slot++] = word;
+                word = 0;
+            }
+            word |= uint256(list[i].toUint32()) << (32 * pos);
+        }
+        _slashedLog[slot] = word;
+        _slashedLogLength = length + n;
     }
 
     /// @dev Takes `index`'s whole bond into `t` (skips it if already slashed) and, if it is
@@ -874,10 +936,13 @@ contract ResolverRegistry is
         r.slashRecord = t.record;
         r.slashed = true;
         Membership storage m = _memberships[index];
-        if (m.joinedEpoch != 0 && m.leftEpoch == 0) {
-            m.leftEpoch = t.nextEpoch.toUint64();
-            t.leaving[t.nLeaving++] = index;
-            t.stakeLeaving += m.stake;
+        if (m.joinedEpoch != 0) {
+            t.former[t.nFormer++] = index;
+            if (m.leftEpoch == 0) {
+                m.leftEpoch = t.nextEpoch.toUint64();
+                t.leaving[t.nLeaving++] = index;
+                t.stakeLeaving += m.stake;
+            }
         }
         uint256 reward;
         if (t.rewarded) {

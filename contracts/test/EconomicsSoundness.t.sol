@@ -348,6 +348,42 @@ contract EconomicsSoundnessTest is EscrowBase {
         require(registry.claimable(SLASHER) == 4 * BOND / 10, "whistleblower, uncapped default");
     }
 
+    // ------------------------------------------------------------------ slashed weight
+
+    /// @notice Members slashed after a dispute pinned their epoch no longer count toward its
+    ///         certificate: 2..5 are slashed (4 of 8); a certificate by 0..5 (6 of 8 >= 2/3)
+    ///         holds only 2 of the 4 unslashed and is refused; one by 0, 1, 6 and 2..5 holds 3
+    ///         of 4 and settles. The slashed signers' fee share is swept, not paid.
+    ///         (Before: the 0..5 certificate settled on slashed weight.)
+    function testSlashedStakeDoesNotCountInItsEpoch() public {
+        bytes32 id = _disputed(0, 8e18, 0);
+        (Evidence memory a, Evidence memory b) = _equivocation();
+        bytes32 ds = escrow.domainSeparator();
+        vm.prank(SLASHER);
+        registry.slashEquivocation(ds, a, b);
+        uint256[] memory non = new uint256[](2);
+        (non[0], non[1]) = (6, 7);
+        (uint256 total, uint256 signed) = registry.slashedStake(8, non);
+        require(total == 4 * BOND && signed == 4 * BOND, "2..5 in epoch 8");
+        (total, signed) = registry.slashedStake(9, non);
+        require(total == 0 && signed == 0, "epoch 9 has none of them");
+        vm.expectRevert(
+            abi.encodeWithSelector(IEscrowErrors.SlashedSignersDecide.selector, 2 * BOND, 4 * BOND)
+        );
+        this.resolveAs(0, true, id, 0x3f);
+        _resolve(0, true, id, 0x7f);
+        require(escrow.deal(id).settlement == Settlement.Released, "settled by the unslashed");
+        uint256 share = uint256(8e18) / 7;
+        require(escrow.pendingRewards(tok, 0, 8) == share, "seven signers share the fee");
+        require(escrow.sweepSlashedRewards(tok, 2, _epoch8()) == share, "2's share swept");
+        _conserves();
+    }
+
+    /// @dev External so that `expectRevert` sees the `resolve` (after the signing views).
+    function resolveAs(uint256 k, bool reproduced, bytes32 id, uint256 mask) external {
+        _resolve(k, reproduced, id, mask);
+    }
+
     // ------------------------------------------------------------------ dust and the sink
 
     /// @notice Rounding remainders are tracked exactly: after every signer claimed, refund +

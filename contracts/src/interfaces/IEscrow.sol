@@ -126,6 +126,9 @@ interface IEscrowErrors {
     error RewardsForfeited(uint256 resolver);
     error NotSlashed(uint256 resolver);
     error NoRewards(uint256 resolver, IERC20 token);
+    /// @notice Without the members of its epoch slashed since, the certificate's unslashed
+    ///         signers hold `signedStake` of the unslashed `totalStake`: below the threshold.
+    error SlashedSignersDecide(uint256 signedStake, uint256 totalStake);
 }
 
 /// @notice Events of the Escrow.

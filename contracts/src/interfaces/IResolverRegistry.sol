@@ -163,6 +163,17 @@ interface IResolverRegistry {
     ///         started; an owner change applies to later epochs only.
     function commitRevealMsAt(uint256 epoch) external view returns (uint32);
 
+    /// @notice The quorum rule: `signedStake / totalStake >= threshold`, exactly.
+    function meetsThreshold(uint256 signedStake, uint256 totalStake) external view returns (bool);
+
+    /// @notice The stake of `epoch`'s members slashed since `epoch` started, in total and the
+    ///         part not named in `nonSigners` (strictly ascending; a certificate's non-signers).
+    ///         O(members slashed since): 0 without a cost beyond two reads when there were none.
+    function slashedStake(uint256 epoch, uint256[] calldata nonSigners)
+        external
+        view
+        returns (uint256 total, uint256 signed);
+
     /// @notice Receiver of forfeited value that no whistleblower gets (immutable; a burn
     ///         address burns).
     function slashSink() external view returns (address);
