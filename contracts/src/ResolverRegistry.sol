@@ -501,9 +501,11 @@ contract ResolverRegistry is
     }
 
     /// @inheritdoc IResolverRegistry
+    /// @dev Virtual only so that test/invariant can break it.
     function rewardInfo(uint256 resolver)
         external
         view
+        virtual
         returns (
             address operator,
             uint256 stake,
