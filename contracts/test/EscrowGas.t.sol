@@ -18,8 +18,9 @@ abstract contract EscrowGasBase is EscrowBase {
     string internal gv;
     EcdsaQuorum internal ecdsa;
 
-    /// @dev Block budget a slash must fit in, intrinsic and calldata gas included.
-    uint256 internal constant SLASH_BUDGET = 30_000_000;
+    /// @dev EIP-7825's per-transaction gas cap a slash must fit in, intrinsic and calldata gas
+    ///      included.
+    uint256 internal constant SLASH_BUDGET = 1 << 24;
 
     function _n() internal pure virtual returns (uint256);
 
@@ -65,6 +66,7 @@ abstract contract EscrowGasBase is EscrowBase {
     ///      new deal id and are re-signed (Signer).
     function _disputeWithFee(string memory c) internal {
         registry.setGasRefundCap(IERC20(TOKEN), REFUND_CAP);
+        _afterParameterDelay();
         Terms memory t = _terms(gv, c);
         t.resolverFee = _fee();
         t.challengeBond = 1e18;

@@ -45,7 +45,8 @@ struct Terms {
     uint256 sellerBond;
     /// @dev Paid by the buyer at `challenge`; on a certificate split among its signers by stake
     ///      (less the submitter's gas refund), on a timeout returned to the buyer. At least the
-    ///      registry's `minResolverFee(token)`.
+    ///      registry's `minResolverFee(token)`. The seller locks the same amount at delivery as
+    ///      a dispute deposit, which reimburses the buyer on a Failed verdict (the loser pays).
     uint256 resolverFee;
     /// @dev Anti-griefing bond the buyer posts at `challenge`: returned on Failed and on a
     ///      timeout, paid to the seller on Reproduced.
@@ -127,6 +128,9 @@ interface IEscrowErrors {
     error NoRewards(uint256 resolver, IERC20 token);
     error NothingHeld(bytes32 dealId);
     error NotNonSigners(bytes32 dealId);
+    /// @notice Without the members of its epoch slashed since, the certificate's unslashed
+    ///         signers hold `signedStake` of the unslashed `totalStake`: below the threshold.
+    error SlashedSignersDecide(uint256 signedStake, uint256 totalStake);
 }
 
 /// @notice Events of the Escrow.
@@ -220,6 +224,10 @@ interface IEscrowEvents {
     /// @notice `by` proved that the members at the positions set in `signers` signed the
     ///         certified digest of `dealId`: `stake` joins its signed stake.
     event SignersIncluded(bytes32 indexed dealId, address indexed by, bytes signers, uint256 stake);
+    /// @notice The seller's dispute deposit (equal to the resolver fee, locked at delivery) was
+    ///         credited: to the buyer on a Failed verdict (it reimburses the buyer's fee), to the
+    ///         seller otherwise.
+    event DepositSettled(bytes32 indexed dealId, address indexed paidTo, uint256 amount);
     /// @notice A timed-out dispute's resolver fee was credited back to the buyer.
     event FeeRefunded(bytes32 indexed dealId, address indexed buyer, uint256 amount);
     /// @notice The challenge bond was credited: back to the buyer (Failed, timeout) or to the

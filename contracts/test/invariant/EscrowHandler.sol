@@ -163,9 +163,10 @@ contract EscrowHandler is Vectors {
         if (block.timestamp > escrow.deal(dealIds[k]).deliverDeadline) return;
         vm.warp(block.timestamp + 1);
         if (block.timestamp > escrow.deal(dealIds[k]).deliverDeadline) return;
-        token.mint(seller, terms[k].sellerBond);
+        uint256 locked = terms[k].sellerBond + terms[k].resolverFee;
+        token.mint(seller, locked);
         vm.startPrank(seller);
-        token.approve(address(escrow), terms[k].sellerBond);
+        token.approve(address(escrow), locked);
         escrow.deliver(dealIds[k], deliveryHashes[k], "");
         vm.stopPrank();
         calls["deliver"]++;
