@@ -170,6 +170,18 @@ alloy_sol_types::sol! {
         function timeoutRefund(bytes32 dealId) external;
         function claimRewards(address token, uint256 resolver, uint256[] calldata epochs, address to) external returns (uint256 amount);
         function pendingRewards(address token, uint256 resolver, uint256 epoch) external view returns (uint256);
+
+        // A certificate with non-signers holds its fee for the inclusion window, in which
+        // anyone proves further signers of the certified digest (contracts/ECONOMICS.md).
+        event FeeHeld(bytes32 indexed dealId, address indexed submitter, uint256 fee, uint256 closesAt);
+        event SignersIncluded(bytes32 indexed dealId, address indexed by, bytes signers, uint256 stake);
+        error NothingHeld(bytes32 dealId);
+        error NotNonSigners(bytes32 dealId);
+        function held(bytes32 dealId) external view returns (bytes32 digest, uint128 pool, uint128 signedStake, address submitter, uint64 closesAt, uint8 words);
+        function nonSignerBits(bytes32 dealId, uint256 word) external view returns (uint256);
+        function includeSigners(bytes32 dealId, bytes calldata signers, bytes calldata signature) external;
+        function distributeFee(bytes32 dealId) external;
+        function INCLUSION_WINDOW() external view returns (uint256);
     }
 
     /// The resolver registry (contracts/src/ResolverRegistry.sol).
@@ -194,6 +206,11 @@ alloy_sol_types::sol! {
         error NotExiting(uint256 resolver);
         error UnbondingNotOver(uint256 resolver, uint256 availableAt);
         error NothingToWithdraw(uint256 resolver);
+        error CommitteeFull(uint256 members, uint256 adding, uint256 maximum);
+        error BitmapTooLong(uint256 length, uint256 maximum);
+        error PositionOutOfRange(uint256 position, uint256 members);
+        function positionOf(uint256 epoch, uint256 index) external view returns (uint256);
+        function MAX_COMMITTEE_SIZE() external view returns (uint256);
 
         event ExitRequested(uint256 indexed resolver, address indexed operator, uint256 withdrawableAt);
         event Withdrawn(uint256 indexed resolver, address indexed operator, uint256 amount);

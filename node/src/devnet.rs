@@ -1214,6 +1214,28 @@ impl Devnet {
         Ok((pending, credits))
     }
 
+    /// Splits the resolver fee of `deal` if its certificate left members out
+    /// and the fee is held for the inclusion window: moves anvil's clock past
+    /// the window and sends `distributeFee` from the deployer. Returns whether
+    /// a fee was held.
+    pub async fn distribute_held(&self, deal: B256) -> eyre::Result<bool> {
+        let escrow = self.deployment.escrow;
+        let held = self.view(escrow, IEscrow::heldCall { dealId: deal }).await?;
+        if held.closesAt == 0 {
+            return Ok(false);
+        }
+        let window: U256 = self.view(escrow, IEscrow::INCLUSION_WINDOWCall {}).await?;
+        let _: serde_json::Value = self
+            .provider
+            .raw_request("evm_increaseTime".into(), (window.saturating_to::<u64>() + 1,))
+            .await?;
+        let _: serde_json::Value = self.provider.raw_request("evm_mine".into(), ()).await?;
+        let call = IEscrow::distributeFeeCall { dealId: deal };
+        send_from(&self.provider, self.accounts[0], TxKind::Call(escrow), call.abi_encode().into())
+            .await?;
+        Ok(true)
+    }
+
     /// Waits until the chain is past block `n`.
     pub async fn wait_past(&self, n: u64) -> eyre::Result<()> {
         use alloy_rpc_types_eth::BlockNumberOrTag;

@@ -119,7 +119,15 @@ pub struct Status {
     pub rpc_endpoints: Vec<crate::rpc::EndpointHealth>,
     /// Disputes in memory (open, and finished ones until they are evicted).
     pub disputes: BTreeMap<B256, DisputeView>,
+    /// Certificates that left this node out although its own replay signed
+    /// the certified digest, and what the node did while the fee was held:
+    /// `included <tx>` (it proved its partial with `includeSigners`) or
+    /// `failed: <error>`. The newest [`MAX_INCLUSIONS`].
+    pub inclusions: BTreeMap<B256, String>,
 }
+
+/// How many late inclusions `/status` remembers.
+pub const MAX_INCLUSIONS: usize = 256;
 
 /// State shared with the HTTP API.
 #[derive(Debug)]
@@ -136,6 +144,12 @@ pub struct Shared {
 
 /// Results of spawned IO, routed back into the loop.
 enum Internal {
+    /// A late inclusion of this node's partial finished (`None`: it was not
+    /// left out, or nothing is held any more).
+    Included {
+        deal_id: B256,
+        result: Result<Option<B256>, String>,
+    },
     /// A remote signer answered.
     RemoteSigned {
         domain: Box<VerdictDomain>,
@@ -247,6 +261,8 @@ pub struct Node {
     content_rx: mpsc::UnboundedReceiver<B256>,
     replays: Arc<Semaphore>,
     cursor: u64,
+    /// See [`Status::inclusions`] (insertion order, for the bound).
+    inclusions: VecDeque<(B256, String)>,
 }
 
 /// The libp2p identity in `data_dir/p2p.key`, created on first start (mode 0600).
@@ -473,6 +489,7 @@ impl Node {
             anchors,
             silent_until,
             held_signs: Vec::new(),
+            inclusions: VecDeque::new(),
             balance,
             ledger,
             engine,
@@ -859,6 +876,41 @@ impl Node {
         }
     }
 
+    /// A certificate settled `deal_id`: if it named this node a non-signer
+    /// although the node's own replay signed the certified digest, prove the
+    /// partial on chain (`includeSigners`) while the fee is held, so the
+    /// submitter does not decide who is paid. A partial the node did not
+    /// replay itself (fault injection's lazy copier) is never proven.
+    fn include_if_left_out(&mut self, deal_id: B256) {
+        let Some(view) = self.engine.view(&deal_id) else { return };
+        let (Some(_), Some(digest), Some(own)) =
+            (view.commitment, view.digest, view.own_signature.clone())
+        else {
+            return;
+        };
+        let epoch = view.epoch;
+        let Some(index) = self.engine.my_index(epoch) else { return };
+        if self.chain.account.is_none() {
+            return;
+        }
+        let chains: Vec<Chain> =
+            self.chain.escrows.iter().map(|e| self.chain.for_escrow(*e)).collect();
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let mut result = Ok(None);
+            for chain in &chains {
+                match include_self(chain, deal_id, epoch, index, digest, &own).await {
+                    Ok(None) => {}
+                    other => {
+                        result = other.map_err(|e| e.to_string());
+                        break;
+                    }
+                }
+            }
+            let _ = tx.send(Internal::Included { deal_id, result });
+        });
+    }
+
     /// Signs `commitment` through slashing protection (fsync'd), persists the
     /// partial, and only then hands it to the engine (which gossips it).
     fn sign(
@@ -1083,6 +1135,24 @@ impl Node {
         let now = Instant::now();
         match msg {
             Internal::Head { head, time } => self.engine.on_head(head, time),
+            Internal::Included { deal_id, result } => {
+                let note = match result {
+                    Ok(None) => return,
+                    Ok(Some(tx)) => {
+                        info!(target: "pipeline", deal = %deal_id, %tx, "left out of the certificate: own partial included");
+                        format!("included {tx}")
+                    }
+                    Err(e) => {
+                        warn!(target: "pipeline", deal = %deal_id, error = %e, "left out of the certificate: inclusion failed");
+                        format!("failed: {e}")
+                    }
+                };
+                self.inclusions.retain(|(d, _)| *d != deal_id);
+                self.inclusions.push_back((deal_id, note));
+                while self.inclusions.len() > MAX_INCLUSIONS {
+                    self.inclusions.pop_front();
+                }
+            }
             Internal::Reorg { from, disputed, settled, depth } => {
                 self.shared.metrics.reorgs.inc();
                 self.shared.metrics.reorg_depth.set(depth as i64);
@@ -1164,6 +1234,7 @@ impl Node {
             }
             ChainEvent::VerdictCommitted { deal_id, tx_hash, .. } => {
                 self.engine.on_settled_log(deal_id, Some(tx_hash), now);
+                self.include_if_left_out(deal_id);
             }
             ChainEvent::Settled { deal_id, .. } => self.engine.on_settled_log(deal_id, None, now),
             ChainEvent::EpochStarted { epoch } => self.engine.on_epoch(epoch),
@@ -1261,6 +1332,7 @@ impl Node {
             signer_index: self.engine.my_index(epoch),
             rpc_endpoints,
             disputes: self.engine.views().map(|d| (d.deal_id, d.clone())).collect(),
+            inclusions: self.inclusions.iter().cloned().collect(),
         };
         *self.shared.status.write().unwrap_or_else(std::sync::PoisonError::into_inner) = status;
     }
@@ -1360,6 +1432,44 @@ async fn submit(chain: &Chain, deal_id: B256, qc: &QuorumCertificate) -> SubmitR
         }
         Err(e) => SubmitResult::Failed(e.to_string()),
     }
+}
+
+/// Sends `includeSigners` with this node's partial if `chain`'s escrow holds
+/// the fee of `deal_id` for the same digest and names this node a
+/// non-signer; `None` if it does not.
+async fn include_self(
+    chain: &Chain,
+    deal_id: B256,
+    epoch: u64,
+    index: u32,
+    digest: B256,
+    own: &alloy_primitives::Bytes,
+) -> Result<Option<B256>, ChainError> {
+    use crate::contracts::{IEscrow, IRegistry};
+    use alloy_primitives::{Bytes, U256};
+    let held = chain.view(chain.escrow, IEscrow::heldCall { dealId: deal_id }, None).await?;
+    if held.closesAt == 0 || held.digest != digest {
+        return Ok(None);
+    }
+    let at = IRegistry::positionOfCall { epoch: U256::from(epoch), index: U256::from(index) };
+    let position: usize = chain.view(chain.registry, at, None).await?.saturating_to();
+    let word = IEscrow::nonSignerBitsCall { dealId: deal_id, word: U256::from(position >> 8) };
+    let bits: U256 = chain.view(chain.escrow, word, None).await?;
+    // Bit `p & 7` of byte `p >> 3` of the bitmap; a word is 32 bytes, big-endian.
+    if !bits.bit(8 * (31 - ((position & 255) >> 3)) + (position & 7)) {
+        return Ok(None);
+    }
+    let signature = resolvd_consensus::Signature::from_compressed(own)
+        .map_err(|e| ChainError::Unexpected(format!("own partial: {e}")))?;
+    let mut signers = vec![0u8; position / 8 + 1];
+    signers[position / 8] |= 1 << (position % 8);
+    let call = IEscrow::includeSignersCall {
+        dealId: deal_id,
+        signers: Bytes::from(signers),
+        signature: Bytes::copy_from_slice(&signature.to_eip2537()),
+    };
+    let out = chain.send_keyed(&format!("include/{deal_id}"), chain.escrow, call).await?;
+    Ok(Some(out.tx_hash))
 }
 
 async fn slash(chain: &Chain, resolvers: &[u32], a: Evidence, b: Evidence) -> SlashResult {

@@ -17,7 +17,7 @@ use alloy_provider::Provider;
 use alloy_sol_types::SolCall;
 use resolvd_node::{
     config::{Byzantine, FaultConfig},
-    contracts::{IEscrow, IERC20},
+    contracts::{IEscrow, IRegistry, IERC20},
     devnet::{DealKind, Devnet, AMOUNT, SELLER_BOND},
 };
 use std::time::Duration;
@@ -63,6 +63,7 @@ async fn settle_one(net: &mut Net) -> (Vec<U256>, U256, Vec<u32>) {
     assert_eq!(deal.settlement, RELEASED);
     assert_eq!(deal.resolverFee, net.0.options.resolver_fee);
     let (non_signers, sender) = certificate_of(&net.0, open.deal_id).await;
+    let excluded = split_held(&net.0, open.deal_id, &non_signers).await;
     let mut pending = Vec::new();
     let mut refund = U256::ZERO;
     for i in 0..net.0.nodes.len() {
@@ -74,10 +75,12 @@ async fn settle_one(net: &mut Net) -> (Vec<U256>, U256, Vec<u32>) {
             assert_eq!(credits, U256::ZERO, "node {i} did not send resolve: no refund");
         }
     }
-    // Exactly the signers are paid; the fee is split without loss (the
-    // rounding remainder goes to the submitter; at most a few wei stay).
+    // Exactly the signers are paid (the certificate's, plus those that
+    // proved their partial in the inclusion window); the fee is split
+    // without loss (the rounding remainder goes to the submitter; at most a
+    // few wei stay).
     for (i, p) in pending.iter().enumerate() {
-        let signer = !non_signers.contains(&(i as u32));
+        let signer = !excluded.contains(&(i as u32));
         assert_eq!(*p > U256::ZERO, signer, "resolver {i}: signer {signer}, pending {p}");
     }
     let fee = U256::from(net.0.options.resolver_fee);
@@ -88,6 +91,38 @@ async fn settle_one(net: &mut Net) -> (Vec<U256>, U256, Vec<u32>) {
     let shares: Vec<U256> = pending.iter().copied().filter(|p| *p > U256::ZERO).collect();
     assert!(shares.windows(2).all(|w| w[0] == w[1]), "{shares:?}");
     (pending, refund, non_signers)
+}
+
+/// With non-signers the certificate's fee is held for the inclusion window:
+/// a left-out node whose own replay signed the certified digest proves its
+/// partial by itself (waited for up to 15 s). What is still held then is
+/// split after the window. Returns the members still excluded.
+async fn split_held(net: &Devnet, deal: B256, non_signers: &[u32]) -> Vec<u32> {
+    let escrow = net.deployment.escrow;
+    let held = || net.view(escrow, IEscrow::heldCall { dealId: deal });
+    if non_signers.is_empty() {
+        assert_eq!(held().await.unwrap().closesAt, 0, "nothing held without non-signers");
+        return Vec::new();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while held().await.unwrap().closesAt != 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    net.distribute_held(deal).await.unwrap();
+    let epoch = net.deal(deal).await.unwrap().epoch;
+    let bits: U256 = net
+        .view(escrow, IEscrow::nonSignerBitsCall { dealId: deal, word: U256::ZERO })
+        .await
+        .unwrap();
+    let mut excluded = Vec::new();
+    for &i in non_signers {
+        let at = IRegistry::positionOfCall { epoch: U256::from(epoch), index: U256::from(i) };
+        let p: usize = net.view(net.deployment.registry, at).await.unwrap().saturating_to();
+        if bits.bit(8 * (31 - (p >> 3)) + (p & 7)) {
+            excluded.push(i);
+        }
+    }
+    excluded
 }
 
 fn log_of(net: &Devnet, i: usize) -> String {
