@@ -244,3 +244,102 @@ async fn with_commit_reveal_a_lazy_copier_is_never_certified_and_fees_timeouts_a
     assert_eq!(net.0.balance(buyer).await.unwrap(), buyer0 + U256::from(SELLER_BOND));
     assert_eq!(net.0.balance(seller).await.unwrap(), seller0 - U256::from(SELLER_BOND));
 }
+
+/// A hostile submitter leaves out a node that signed: the test, holding the
+/// BLS keys of nodes 0, 1 and 2, certifies the dispute with them alone once
+/// all four have signed (node 3, the only node with an account, has no gas
+/// until then, so no node submits first). Node 3 sees itself named a
+/// non-signer of the digest it signed and proves its partial while the fee
+/// is held: the fee is split at once, every node gets its equal share, and
+/// `/status` shows the inclusion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_left_out_by_a_hostile_submitter_includes_itself_and_is_paid() {
+    use resolvd_node::keys::{self, PasswordArgs};
+    const LEFT_OUT: usize = 3;
+    let mut net = launch(|o| o.with_accounts = Some(vec![LEFT_OUT])).await;
+    let account = net.0.nodes[LEFT_OUT].get("/status").await.unwrap()["account"].clone();
+    let account: alloy_primitives::Address = serde_json::from_value(account).unwrap();
+    let provider = net.0.provider.clone();
+    let set_balance = |wei: U256| {
+        let provider = provider.clone();
+        async move {
+            let _: () =
+                provider.raw_request("anvil_setBalance".into(), (account, wei)).await.unwrap();
+        }
+    };
+    set_balance(U256::ZERO).await;
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let open = net.0.open_dispute(&content, &[0, 1, 2, 3]).await.unwrap();
+    let deal = open.deal_id;
+    // Every node signed: node 0's commitment and digest, node 3's partial.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    let view = loop {
+        let mut views = Vec::new();
+        for i in 0..4 {
+            let status = net.0.nodes[i].get("/status").await.unwrap();
+            views.push(status["disputes"][deal.to_string()].clone());
+        }
+        if views.iter().all(|v| !v["own_signature"].is_null() && !v["digest"].is_null()) {
+            break views.swap_remove(0);
+        }
+        assert!(std::time::Instant::now() < deadline, "not every node signed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let commitment: resolvd_proto::VerdictCommitment =
+        serde_json::from_value(view["commitment"].clone()).unwrap();
+    let digest: B256 = serde_json::from_value(view["digest"].clone()).unwrap();
+    let mut partials = Vec::new();
+    for i in 0..3 {
+        let dir = &net.0.nodes[i].dir;
+        let password = PasswordArgs { password_file: Some(dir.join("password")) };
+        let secret = keys::load(&dir.join("bls-keystore.json"), &password).unwrap();
+        partials.push(secret.sign(&digest));
+    }
+    let aggregate = resolvd_consensus::Signature::aggregate(partials.iter()).unwrap();
+    let call = IEscrow::resolveCall {
+        commitment: (&commitment).into(),
+        nonSigners: vec![U256::from(LEFT_OUT)],
+        aggregateSignature: aggregate.to_eip2537().to_vec().into(),
+    };
+    resolvd_node::devnet::send_from(
+        &net.0.provider,
+        net.0.accounts[0],
+        alloy_primitives::TxKind::Call(net.0.deployment.escrow),
+        call.abi_encode().into(),
+    )
+    .await
+    .unwrap();
+    let held = net.0.view(net.0.deployment.escrow, IEscrow::heldCall { dealId: deal }).await;
+    assert_ne!(held.unwrap().closesAt, 0, "the fee is held: node 3 was left out");
+    set_balance(U256::from(10u64).pow(U256::from(20u64))).await;
+    // Node 3 proves its own partial; that completes the committee: split.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = net.0.nodes[LEFT_OUT].get("/status").await.unwrap();
+        let note = status["inclusions"][deal.to_string()].as_str().map(str::to_owned);
+        if let Some(note) = note {
+            assert!(note.starts_with("included"), "{note}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "node 3 did not include itself");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while net
+        .0
+        .view(net.0.deployment.escrow, IEscrow::heldCall { dealId: deal })
+        .await
+        .unwrap()
+        .closesAt
+        != 0
+    {
+        assert!(std::time::Instant::now() < deadline, "fee still held");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let mut shares = Vec::new();
+    for i in 0..4 {
+        shares.push(net.0.fees_of(i).await.unwrap().0);
+    }
+    assert!(shares[0] > U256::ZERO && shares.windows(2).all(|w| w[0] == w[1]), "{shares:?}");
+    assert!(log_of(&net.0, LEFT_OUT).contains("own partial included"));
+}
