@@ -31,13 +31,18 @@ import {VerdictHash} from "./libraries/VerdictHash.sol";
 ///      registration and never changes while a member; a slashed or exiting resolver leaves the
 ///      committee through a new epoch, while past epochs keep their snapshot.
 ///      Slashing is batched: one call slashes every equivocator of a pair of aggregates with
-///      one epoch change, and credits the proceeds (`claimable`, withdrawn with `claim`):
-///      `whistleblowerBps` to the submitter unless the submitter is itself an equivocator or a
-///      slashed resolver, the rest to `slashSink` (set at deployment; use a burn address to
-///      burn). The owner (the deployer, Ownable2Step) only sets the network's economic
-///      parameters escrows and nodes read: the minimum resolver fee and the gas-refund cap per
-///      payment token, and the commit-reveal setting. It cannot take bonds, slash, or change
-///      an epoch after it started.
+///      one epoch change (or, for a coalition too large for one transaction, in bounded
+///      pieces with `slashEquivocationUpTo`), and credits the proceeds (`claimable`, withdrawn
+///      with `claim`): `whistleblowerBps` of each bond, at most `whistleblowerCap()`, to the
+///      submitter unless it is itself an equivocator or a slashed resolver, the rest to
+///      `slashSink` (set at deployment; use a burn address to
+///      burn; `flushSink` sends the sink its credit). The owner (the deployer, Ownable2Step)
+///      only sets the network's economic parameters escrows and nodes read: the minimum
+///      resolver fee and the gas-refund cap per payment token, the minimum resolve window and
+///      the whistleblower cap, each taking effect `parameterDelay()` after it is scheduled
+///      (at once while no committee ever existed), and the commit-reveal setting of the epochs
+///      that start afterwards; the minimum window and the commit-reveal setting are bounded in
+///      code. It cannot take bonds, slash, or change an epoch after it started.
 contract ResolverRegistry is
     IResolverRegistry,
     IResolverRegistryErrors,

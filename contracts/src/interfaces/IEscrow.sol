@@ -18,14 +18,17 @@ enum Settlement {
     None,
     /// @dev Seller paid: buyer accepted, challenge window passed, or verdict Reproduced.
     Released,
-    /// @dev Buyer refunded by a Failed verdict; the seller's DA bond returned.
+    /// @dev Buyer refunded by a Failed verdict and reimbursed its resolver fee from the
+    ///      seller's dispute deposit; the seller's DA bond returned.
     Refunded,
     /// @dev Buyer reclaimed an undelivered deal after the deliver deadline.
     Reclaimed,
-    /// @dev No certificate by the resolve deadline: buyer refunded and paid the seller's DA bond.
+    /// @dev No certificate by the resolve deadline: buyer refunded and paid the seller's DA bond;
+    ///      the seller's dispute deposit returned.
     TimedOut,
     /// @dev Challenged while the registry's committee held less than its minimum stake, so no
-    ///      verdict was possible: buyer refunded, DA bond returned, nobody marked.
+    ///      verdict was possible: buyer refunded, DA bond and dispute deposit returned, nobody
+    ///      marked.
     Cancelled
 }
 
