@@ -1216,13 +1216,14 @@ impl Devnet {
 
     /// Splits the resolver fee of `deal` if its certificate left members out
     /// and the fee is held for the inclusion window: moves anvil's clock past
-    /// the window and sends `distributeFee` from the deployer. Returns whether
-    /// a fee was held.
-    pub async fn distribute_held(&self, deal: B256) -> eyre::Result<bool> {
+    /// the window, then waits up to `wait` for the node that submitted the
+    /// certificate to send `distributeFee` (and sends it from the deployer if
+    /// none did). Returns whether a fee was held and whether a node split it.
+    pub async fn distribute_held(&self, deal: B256, wait: Duration) -> eyre::Result<(bool, bool)> {
         let escrow = self.deployment.escrow;
         let held = self.view(escrow, IEscrow::heldCall { dealId: deal }).await?;
         if held.closesAt == 0 {
-            return Ok(false);
+            return Ok((false, false));
         }
         let window: U256 = self.view(escrow, IEscrow::INCLUSION_WINDOWCall {}).await?;
         let _: serde_json::Value = self
@@ -1230,10 +1231,17 @@ impl Devnet {
             .raw_request("evm_increaseTime".into(), (window.saturating_to::<u64>() + 1,))
             .await?;
         let _: serde_json::Value = self.provider.raw_request("evm_mine".into(), ()).await?;
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            if self.view(escrow, IEscrow::heldCall { dealId: deal }).await?.closesAt == 0 {
+                return Ok((true, true));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
         let call = IEscrow::distributeFeeCall { dealId: deal };
         send_from(&self.provider, self.accounts[0], TxKind::Call(escrow), call.abi_encode().into())
             .await?;
-        Ok(true)
+        Ok((true, false))
     }
 
     /// Waits until the chain is past block `n`.

@@ -129,6 +129,10 @@ pub struct Status {
 /// How many late inclusions `/status` remembers.
 pub const MAX_INCLUSIONS: usize = 256;
 
+/// How often the submitter of a certificate whose fee is held reads the
+/// chain's time until the inclusion window has closed.
+const DISTRIBUTE_POLL_SECS: u64 = 5;
+
 /// State shared with the HTTP API.
 #[derive(Debug)]
 pub struct Shared {
@@ -911,6 +915,51 @@ impl Node {
         });
     }
 
+    /// The certificate that settled `deal_id` was this node's (`tx`): if the
+    /// escrow holds its fee for the inclusion window, send `distributeFee` once
+    /// the chain's time is past the window (a restart forgets it; anyone may
+    /// send it).
+    fn distribute_when_closed(&mut self, deal_id: B256, tx: B256) {
+        let Some(view) = self.engine.view(&deal_id) else { return };
+        if view.resolve_tx != Some(tx) || self.chain.account.is_none() {
+            return;
+        }
+        let chains: Vec<Chain> =
+            self.chain.escrows.iter().map(|e| self.chain.for_escrow(*e)).collect();
+        tokio::spawn(async move {
+            use crate::contracts::IEscrow;
+            for chain in &chains {
+                let held = IEscrow::heldCall { dealId: deal_id };
+                let Ok(h) = chain.view(chain.escrow, held, None).await else { continue };
+                if h.closesAt == 0 {
+                    continue;
+                }
+                // Chain time, polled: the window closes by the escrow's clock.
+                loop {
+                    match chain.head_and_time().await {
+                        Ok((_, time)) if time > h.closesAt => break,
+                        _ => tokio::time::sleep(Duration::from_secs(DISTRIBUTE_POLL_SECS)).await,
+                    }
+                }
+                let again = IEscrow::heldCall { dealId: deal_id };
+                match chain.view(chain.escrow, again, None).await {
+                    Ok(h) if h.closesAt != 0 => {}
+                    _ => return,
+                }
+                let call = IEscrow::distributeFeeCall { dealId: deal_id };
+                match chain.send_keyed(&format!("distribute/{deal_id}"), chain.escrow, call).await {
+                    Ok(o) => {
+                        info!(target: "pipeline", deal = %deal_id, tx = %o.tx_hash, "held fee split after the inclusion window");
+                    }
+                    Err(e) => {
+                        warn!(target: "pipeline", deal = %deal_id, error = %e, "distributeFee failed");
+                    }
+                }
+                return;
+            }
+        });
+    }
+
     /// Signs `commitment` through slashing protection (fsync'd), persists the
     /// partial, and only then hands it to the engine (which gossips it).
     fn sign(
@@ -1235,6 +1284,7 @@ impl Node {
             ChainEvent::VerdictCommitted { deal_id, tx_hash, .. } => {
                 self.engine.on_settled_log(deal_id, Some(tx_hash), now);
                 self.include_if_left_out(deal_id);
+                self.distribute_when_closed(deal_id, tx_hash);
             }
             ChainEvent::Settled { deal_id, .. } => self.engine.on_settled_log(deal_id, None, now),
             ChainEvent::EpochStarted { epoch } => self.engine.on_epoch(epoch),

@@ -96,7 +96,8 @@ async fn settle_one(net: &mut Net) -> (Vec<U256>, U256, Vec<u32>) {
 /// With non-signers the certificate's fee is held for the inclusion window:
 /// a left-out node whose own replay signed the certified digest proves its
 /// partial by itself (waited for up to 15 s). What is still held then is
-/// split after the window. Returns the members still excluded.
+/// split after the window by the node that submitted the certificate.
+/// Returns the members still excluded.
 async fn split_held(net: &Devnet, deal: B256, non_signers: &[u32]) -> Vec<u32> {
     let escrow = net.deployment.escrow;
     let held = || net.view(escrow, IEscrow::heldCall { dealId: deal });
@@ -108,7 +109,10 @@ async fn split_held(net: &Devnet, deal: B256, non_signers: &[u32]) -> Vec<u32> {
     while held().await.unwrap().closesAt != 0 && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    net.distribute_held(deal).await.unwrap();
+    // The node that sent `resolve` splits it once the chain's time is past
+    // the window.
+    let (held, by_node) = net.distribute_held(deal, Duration::from_secs(30)).await.unwrap();
+    assert!(held && by_node, "the submitting node split the held fee");
     let epoch = net.deal(deal).await.unwrap().epoch;
     let bits: U256 = net
         .view(escrow, IEscrow::nonSignerBitsCall { dealId: deal, word: U256::ZERO })
