@@ -697,11 +697,10 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
             (toSigners, acc) = _accrue(token, epoch, pool, signedStake, nonSigners);
             // The signers are owed pool * P / S * S / P exactly (as a fraction of a wei);
             // `toSigners` rounds it up: the fraction above is owed to no one.
-            if (toSigners > 0) {
-                // forge-lint: disable-next-line(divide-before-multiply)
-                dustRemainder[token] += toSigners * REWARD_PRECISION
-                    - (pool * REWARD_PRECISION / signedStake) * signedStake;
-            }
+            // forge-lint: disable-next-line(divide-before-multiply)
+            uint256 fraction = toSigners * REWARD_PRECISION
+                - (pool * REWARD_PRECISION / signedStake) * signedStake;
+            if (fraction > 0) dustRemainder[token] += fraction;
         }
         emit FeeDistributed(dealId, token, epoch, msg.sender, fee - toSigners, toSigners, acc);
         if (fee > toSigners) _credit(msg.sender, token, fee - toSigners);
