@@ -880,7 +880,8 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
             toSigners = Math.mulDiv(inc, signedStake, REWARD_PRECISION, Math.Rounding.Ceil);
             // The signers are owed inc * S / P exactly (as a fraction of a wei); `toSigners`
             // rounds it up: the fraction above is owed to no one.
-            dustRemainder[token] += toSigners * REWARD_PRECISION - inc * signedStake;
+            uint256 fraction = toSigners * REWARD_PRECISION - inc * signedStake;
+            if (fraction > 0) dustRemainder[token] += fraction;
         }
         emit FeeDistributed(dealId, token, epoch, submitter, fee - toSigners, toSigners, acc);
         if (fee > toSigners) _credit(submitter, token, fee - toSigners);
