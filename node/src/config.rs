@@ -268,6 +268,12 @@ pub struct ApiConfig {
     /// Seconds a connection may take to send a request's headers, also while
     /// idle between keep-alive requests; then it is closed.
     pub header_timeout_secs: u64,
+    /// `GET /content` responses sent at once (each holds its document until
+    /// the last byte is handed to the connection); more are answered 503.
+    pub max_concurrent_gets: usize,
+    /// Seconds a client has to take a `GET /content` response; then its
+    /// connection is closed.
+    pub response_timeout_secs: u64,
 }
 
 impl Default for ApiConfig {
@@ -280,6 +286,8 @@ impl Default for ApiConfig {
             content_quota_bytes: 4 << 30,
             max_connections: 256,
             header_timeout_secs: 10,
+            max_concurrent_gets: 8,
+            response_timeout_secs: 60,
         }
     }
 }

@@ -1194,7 +1194,7 @@ impl Node {
                 self.publish(g);
             }
         }
-        self.content.on_tick(now);
+        self.content.on_tick(&mut self.swarm, now);
         // Re-dial bootstrap peers we are not connected to.
         if self.last_dial.elapsed() >= Duration::from_secs(3) {
             self.last_dial = now;

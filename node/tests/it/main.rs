@@ -17,4 +17,5 @@ mod p2p;
 mod protection;
 mod rpc;
 mod scale;
+mod serving;
 mod signer;
