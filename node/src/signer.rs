@@ -93,6 +93,9 @@ impl SignerListener {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| eyre::eyre!("binding {addr}: {e}"))?;
+        if !addr.ip().is_loopback() {
+            warn!(target: "signer", %addr, "listening on a non-loopback address: the token and the requests travel unencrypted (prefer unix:///path)");
+        }
         let shown = listener.local_addr()?.to_string();
         Ok(Self { listener: Listener::Tcp(listener), socket: None, shown })
     }
@@ -320,7 +323,20 @@ impl RemoteSigner {
                 // The host name is not used: every request goes to the socket.
                 (builder.unix_socket(path).build()?, "http://signer".to_owned())
             }
-            None => (builder.build()?, url.trim_end_matches('/').to_owned()),
+            None => {
+                let local = reqwest::Url::parse(url).ok().is_some_and(|u| {
+                    u.host_str().is_some_and(|h| {
+                        h == "localhost"
+                            || h.trim_matches(['[', ']'])
+                                .parse::<std::net::IpAddr>()
+                                .is_ok_and(|ip| ip.is_loopback())
+                    })
+                });
+                if !local {
+                    warn!(target: "signer", %url, "remote signer over TCP off this host: the token travels unencrypted (prefer unix:///path)");
+                }
+                (builder.build()?, url.trim_end_matches('/').to_owned())
+            }
         };
         Ok(Self { url, token: Arc::new(token), client })
     }
