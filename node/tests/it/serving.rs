@@ -142,9 +142,9 @@ async fn content_server(docs: Vec<(B256, Vec<u8>)>) -> Multiaddr {
 /// answers; an honest peer asks for a small document every 250 ms. Before:
 /// the four held all 8 serving slots (2 each) for the 30 s stream timeout and
 /// the honest peer got "not found" every time. Now a peer gets a second slot
-/// only while half of them are free, so every honest request is served, and a response
-/// not read within the deadline (10 s) closes that connection; each
-/// reconnection is charged the slot time its peer already used.
+/// only while half of them are free, so every honest request is served; a
+/// response not read within the deadline (10 s) closes that connection, and
+/// each reconnection is charged the slot time its peer already used.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peers_that_never_read_cannot_hold_every_content_slot() {
     let big: Vec<u8> = (0..resolvd_proto::codec::MAX_DOCUMENT_LEN - 1024)
