@@ -110,7 +110,7 @@ async fn a_stakeless_commitment_forger_neither_delays_settlement_nor_gets_the_co
         assert_eq!(non_signers, vec![LAZY as u32], "the copier is never certified");
         attacked += latency;
     }
-    eprintln!("settlement: unattacked {baseline:?}, attacked {attacked:?} (two deals each)");
+    tracing::info!(?baseline, ?attacked, "settlement time of two deals, unattacked and attacked");
     // The forgeries reached the resolvers and were rejected there.
     let forger_log = std::fs::read_to_string(
         net.0.nodes[0].dir.parent().unwrap().join("forger").join("node.log"),
