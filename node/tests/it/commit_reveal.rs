@@ -137,3 +137,67 @@ async fn a_stakeless_commitment_forger_neither_delays_settlement_nor_gets_the_co
         assert!(net.0.fees_of(i).await.unwrap().0 > U256::ZERO, "resolver {i} paid");
     }
 }
+
+/// A `resolvd signer` signs the commitment to a partial only together with
+/// the partial it just signed (under protection), and the daemon's client
+/// checks both against the key: the commitment signature verifies under the
+/// commitment DST over the message that binds this deal, epoch and signer,
+/// and never as a verdict signature.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_signer_signs_the_commitment_with_the_partial() {
+    use resolvd_consensus::SecretKey;
+    use resolvd_proto::{
+        wire::{partial_commit, PartialCommit},
+        ReexecVerdict, VerdictCommitment, VerdictDomain,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        std::sync::Arc::new(resolvd_node::store::Store::open(&dir.path().join("db")).unwrap());
+    let secret = SecretKey::from_seed(&[9; 32]).unwrap();
+    let key = secret.public_key();
+    let domain = VerdictDomain {
+        name: "resolvd".into(),
+        version: "1".into(),
+        chain_id: 31337,
+        verifying_contract: alloy_primitives::Address::repeat_byte(0xe5),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let token = zeroize::Zeroizing::new("a-long-enough-signer-token".to_owned());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(resolvd_node::signer::serve(
+        listener,
+        secret,
+        store,
+        token.clone(),
+        vec![(domain.chain_id, domain.verifying_contract)],
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let remote = resolvd_node::signer::RemoteSigner::new(&url, token).unwrap();
+    let commitment = VerdictCommitment {
+        deal_id: alloy_primitives::B256::repeat_byte(1),
+        spec_hash: alloy_primitives::B256::repeat_byte(2),
+        delivery_hash: alloy_primitives::B256::repeat_byte(3),
+        prestate_anchor_hash: alloy_primitives::B256::repeat_byte(4),
+        prestate_root: alloy_primitives::B256::repeat_byte(5),
+        backend_id: alloy_primitives::B256::repeat_byte(6),
+        backend_version_hash: alloy_primitives::B256::repeat_byte(7),
+        outcome: ReexecVerdict::Reproduced,
+        result_hash: alloy_primitives::B256::repeat_byte(8),
+        trace_hash: alloy_primitives::B256::repeat_byte(9),
+    };
+    let (sig, none) = remote.sign(&domain, &commitment, &key, None).await.unwrap();
+    assert!(none.is_none(), "no commitment unless asked");
+    let (again, commit) = remote.sign(&domain, &commitment, &key, Some((3, 1))).await.unwrap();
+    assert_eq!(again, sig, "the same partial (deterministic)");
+    let commit = commit.expect("a commitment signature");
+    let message =
+        PartialCommit::message(&commitment.deal_id, 3, 1, &partial_commit(3, 1, &sig.compress()));
+    commit.verify_commit(&key, &message).unwrap();
+    assert!(commit.verify(&key, &message).is_err(), "not a verdict signature");
+    assert!(commit.verify(&key, &commitment.eip712_digest(&domain)).is_err());
+    let _ = stop.send(());
+    let _ = server.await;
+}
