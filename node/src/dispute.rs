@@ -2404,6 +2404,10 @@ impl Engine {
             None => None,
         };
         let Some(builder) = escrow.and_then(|e| self.builders.get_mut(&(e, p.epoch))) else {
+            // (Checked above: the builder exists.)
+            if let Some(peer) = &charged {
+                self.pending_quota.give(peer);
+            }
             return;
         };
         let queued = match reveal {
