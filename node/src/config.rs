@@ -355,6 +355,11 @@ pub enum Byzantine {
     /// another signer (the verifier's dilemma; commit-reveal keeps it out of
     /// honest nodes' certificates).
     Lazy,
+    /// For every dispute it sees, gossip commit-reveal commitments in every
+    /// member's name, signed with a key that is not theirs (an attacker
+    /// with no stake; run it on a node without a BLS key).
+    #[serde(rename = "forge_commits")]
+    ForgeCommits,
 }
 
 impl NodeConfig {

@@ -66,6 +66,11 @@ pub struct Metrics {
     pub content_fetches: Family<ResultLabel, Counter>,
     /// Partials dropped because the buffer for unknown epochs was full.
     pub dropped_partials: Counter,
+    /// Gossip ignored unverified by a bound, by which (early_quota: a peer's
+    /// share of the early buffers; pending_quota: a peer's messages waiting
+    /// for verification; commits_full; evidence_busy: evidence naming an
+    /// unloaded epoch while another waits for its committee).
+    pub gossip_bounded: Family<ResultLabel, Counter>,
     /// Commit-reveal events, by result (late_commit / uncounted_reveal / fallback).
     pub commit_reveal: Family<ResultLabel, Counter>,
     /// Fee rewards earned as a signer (claimed + pending), token base units.
@@ -146,6 +151,7 @@ impl Default for Metrics {
             equivocations: Counter::default(),
             content_fetches: Family::default(),
             dropped_partials: Counter::default(),
+            gossip_bounded: Family::default(),
             commit_reveal: Family::default(),
             rewards_earned: Family::default(),
             rewards_claimed: Family::default(),
@@ -202,6 +208,11 @@ impl Default for Metrics {
             "dropped_partials",
             "Partials dropped for a full buffer",
             m.dropped_partials.clone(),
+        );
+        registry.register(
+            "gossip_bounded",
+            "Gossip ignored unverified by a per-peer quota or cap, by which",
+            m.gossip_bounded.clone(),
         );
         registry.register(
             "partials_verified",

@@ -42,7 +42,7 @@ use resolvd_consensus::{
     protection::ProtectedSigner, Attestation, Committee, PublicKey, QuorumCertificate,
 };
 use resolvd_proto::{
-    wire::{DisputeAnnouncement, SignedVerdict, WireMessage},
+    wire::{DisputeAnnouncement, PartialCommit, SignedVerdict, WireMessage},
     Canonical, ReexecRequestV1, VerdictCommitment, VerdictDomain, VerdictEnvelopeV1,
 };
 use resolvd_replay::EvmBackend;
@@ -143,7 +143,8 @@ enum Internal {
         commitment: Box<VerdictCommitment>,
         epoch: u64,
         index: u32,
-        result: Result<resolvd_consensus::Signature, String>,
+        result:
+            Result<(resolvd_consensus::Signature, Option<resolvd_consensus::Signature>), String>,
     },
     Batch {
         events: Vec<ChainEvent>,
@@ -203,7 +204,14 @@ struct Faults {
     lazy: std::collections::HashSet<B256>,
     /// `replay_delay_ms`.
     replay_delay: Duration,
+    /// `byzantine = forge_commits`: deals forged for already.
+    forged: std::collections::HashSet<B256>,
 }
+
+/// `byzantine = forge_commits`: distinct forged commitments per member and
+/// deal (one more than a signer's slots held before commitments were signed).
+#[cfg(feature = "fault-injection")]
+const FORGED_PER_SIGNER: u8 = 5;
 
 /// How this node signs.
 enum Signing {
@@ -223,7 +231,7 @@ pub struct Node {
     /// Doppelgänger wait: no signing before this instant; the signatures
     /// asked for meanwhile, made once it is over.
     silent_until: Option<Instant>,
-    held_signs: Vec<(VerdictDomain, B256, VerdictCommitment, u64, u32)>,
+    held_signs: Vec<(VerdictDomain, B256, VerdictCommitment, u64, u32, bool)>,
     /// The account's balance, refreshed by a task (see `Status`).
     balance: Arc<RwLock<Option<alloy_primitives::U256>>>,
     /// Fees earned, refunds, gas spent; refreshed by a task (see `Status`).
@@ -436,6 +444,7 @@ impl Node {
             crash_armed: cfg.fault.crash_after_persist,
             lazy: std::collections::HashSet::new(),
             replay_delay: Duration::from_millis(cfg.fault.replay_delay_ms),
+            forged: std::collections::HashSet::new(),
         };
         let secret_present = secret.is_some() || remote.is_some();
         let silent_until = (secret_present && cfg.keys.doppelganger_wait_secs > 0).then(|| {
@@ -774,12 +783,12 @@ impl Node {
                     let _ = tx.send(Internal::Replayed { deal_id, result });
                 });
             }
-            Action::Sign { deal_id, escrow, commitment, epoch, index } => {
+            Action::Sign { deal_id, escrow, commitment, epoch, index, commit } => {
                 let domain = self.chain.for_escrow(escrow).domain();
                 if self.silent_until.is_some_and(|t| now < t) {
-                    self.held_signs.push((domain, deal_id, commitment, epoch, index));
+                    self.held_signs.push((domain, deal_id, commitment, epoch, index, commit));
                 } else {
-                    self.sign(&domain, deal_id, commitment, epoch, index, now);
+                    self.sign(&domain, deal_id, commitment, epoch, index, commit, now);
                 }
             }
             Action::Publish(gossip) => self.publish(gossip),
@@ -857,8 +866,10 @@ impl Node {
         }
     }
 
-    /// Signs `commitment` through slashing protection (fsync'd), persists the
-    /// partial, and only then hands it to the engine (which gossips it).
+    /// Signs `commitment` through slashing protection (fsync'd), and with
+    /// `commit` the commitment to the partial too; persists the partial, and
+    /// only then hands both to the engine (which gossips them).
+    #[allow(clippy::too_many_arguments)]
     fn sign(
         &mut self,
         domain: &VerdictDomain,
@@ -866,6 +877,7 @@ impl Node {
         #[allow(unused_mut)] mut commitment: VerdictCommitment,
         epoch: u64,
         index: u32,
+        commit: bool,
         now: Instant,
     ) {
         #[cfg(feature = "fault-injection")]
@@ -883,10 +895,15 @@ impl Node {
         if self.engine.doppelganger().is_some() {
             return;
         }
-        let signature = match self.signer.as_mut() {
+        let (signature, commit_signature) = match self.signer.as_mut() {
             None => return,
             Some(Signing::Local(signer)) => match signer.sign(domain, &commitment) {
-                Ok(s) => s,
+                Ok(s) => {
+                    let c = commit.then(|| {
+                        signer.sign_commit(&commit_message(deal_id, epoch, index, &s.compress()))
+                    });
+                    (s, c)
+                }
                 Err(e) => return self.engine.on_sign_refused(deal_id, e.to_string()),
             },
             Some(Signing::Remote(remote, key)) => {
@@ -897,7 +914,8 @@ impl Node {
                 tokio::spawn(async move {
                     let mut wait = Duration::from_millis(200);
                     let result = loop {
-                        match remote.sign(&domain, &commitment, &key).await {
+                        let to = commit.then_some((epoch, index));
+                        match remote.sign(&domain, &commitment, &key, to).await {
                             Err(crate::signer::RemoteError::Failed(e)) => {
                                 warn!(target: "pipeline", deal = %deal_id, error = %e, "remote signer failed: retrying");
                                 tokio::time::sleep(wait).await;
@@ -918,7 +936,7 @@ impl Node {
                 return;
             }
         };
-        self.signed(domain, deal_id, commitment, epoch, index, signature, now);
+        self.signed(domain, deal_id, commitment, epoch, index, signature, commit_signature, now);
     }
 
     /// Persists an own partial, then hands it to the engine (which gossips it).
@@ -931,6 +949,7 @@ impl Node {
         epoch: u64,
         index: u32,
         signature: resolvd_consensus::Signature,
+        commit_signature: Option<resolvd_consensus::Signature>,
         now: Instant,
     ) {
         let partial = SignedVerdict {
@@ -949,7 +968,8 @@ impl Node {
             error!(target: "fault", deal = %deal_id, "fault.crash_after_persist: aborting before gossip");
             std::process::abort();
         }
-        self.engine.on_signed(partial, now);
+        let commit = commit_signature.map(|c| PartialCommit::of(&partial, c.compress()));
+        self.engine.on_signed(partial, commit, now);
         #[cfg(feature = "fault-injection")]
         if let Some(raw) = &self.faults.raw_key {
             let mut other = commitment;
@@ -962,7 +982,33 @@ impl Node {
                 signature: sig.compress(),
             };
             warn!(target: "fault", deal = %deal_id, "fault.byzantine = equivocate: signed the opposite outcome too");
-            self.engine.on_signed(p, now);
+            self.engine.on_signed(p, None, now);
+        }
+    }
+
+    /// Fault injection (`byzantine = forge_commits`): for every open dispute,
+    /// commitments in every member's name, signed with a key that is not
+    /// theirs (well-formed, so only the signature check catches them).
+    #[cfg(feature = "fault-injection")]
+    fn forge_commits(&mut self) {
+        let forger = resolvd_consensus::SecretKey::from_seed(&[0x5a; 32]).expect("32-byte seed");
+        for (deal_id, epoch, members) in self.engine.forgeable() {
+            if !self.faults.forged.insert(deal_id) {
+                continue;
+            }
+            warn!(target: "fault", deal = %deal_id, members = members.len(), "fault.byzantine = forge_commits: forging commitments for every member");
+            for index in members {
+                for k in 0..FORGED_PER_SIGNER {
+                    let commit = alloy_primitives::keccak256(
+                        [deal_id.as_slice(), &index.to_be_bytes(), &[k]].concat(),
+                    );
+                    let message = PartialCommit::message(&deal_id, epoch, index, &commit);
+                    let signature = forger.sign_commit(&message).compress();
+                    let c =
+                        PartialCommit { deal_id, epoch, signer_index: index, commit, signature };
+                    self.publish(Gossip::Commit(c));
+                }
+            }
         }
     }
 
@@ -1133,8 +1179,8 @@ impl Node {
             Internal::Served(served) => self.content.respond(&mut self.swarm, served),
             Internal::RemoteSigned { domain, deal_id, commitment, epoch, index, result } => {
                 match result {
-                    Ok(sig) if self.engine.doppelganger().is_none() => {
-                        self.signed(&domain, deal_id, *commitment, epoch, index, sig, now);
+                    Ok((sig, commit)) if self.engine.doppelganger().is_none() => {
+                        self.signed(&domain, deal_id, *commitment, epoch, index, sig, commit, now);
                     }
                     Ok(_) => {}
                     Err(e) => self.engine.on_sign_refused(deal_id, e),
@@ -1182,13 +1228,18 @@ impl Node {
             self.silent_until = None;
             if self.engine.doppelganger().is_none() {
                 info!(target: "node", held = self.held_signs.len(), "doppelganger wait over: no other instance of this key seen; signing");
-                for (domain, deal, commitment, epoch, index) in std::mem::take(&mut self.held_signs)
+                for (domain, deal, commitment, epoch, index, commit) in
+                    std::mem::take(&mut self.held_signs)
                 {
-                    self.sign(&domain, deal, commitment, epoch, index, now);
+                    self.sign(&domain, deal, commitment, epoch, index, commit, now);
                 }
             }
         }
         self.engine.on_tick(now);
+        #[cfg(feature = "fault-injection")]
+        if self.faults.byzantine == Some(crate::config::Byzantine::ForgeCommits) {
+            self.forge_commits();
+        }
         if self.swarm.connected_peers().next().is_some() {
             for g in std::mem::take(&mut self.outbox) {
                 self.publish(g);
@@ -1527,4 +1578,11 @@ async fn watch(
             return;
         }
     }
+}
+
+/// The message a commitment signature covers ([`PartialCommit::signing_message`])
+/// for the partial `signature` of `index` in `epoch` for `deal_id`.
+pub(crate) fn commit_message(deal_id: B256, epoch: u64, index: u32, signature: &[u8; 96]) -> B256 {
+    let commit = resolvd_proto::wire::partial_commit(epoch, index, signature);
+    PartialCommit::message(&deal_id, epoch, index, &commit)
 }

@@ -14,10 +14,13 @@
 //! API (every request needs `Authorization: Bearer <token>`):
 //! - `GET /v1/public-key` → `{"publicKey": "0x…48 bytes"}`
 //! - `POST /v1/sign` with `{"domain": VerdictDomain, "commitment":
-//!   VerdictCommitment}` → `{"signature": "0x…96 bytes"}`; `401` without a
-//!   valid token (whatever the body), `413` for a body over [`MAX_BODY`],
-//!   `408` for one not received in time, `400` for one that is not a sign
-//!   request, `403` for a domain not configured, `409` when slashing
+//!   VerdictCommitment, "commit"?: {"epoch", "signerIndex"}}` →
+//!   `{"signature": "0x…96 bytes", "commitSignature"?: "0x…96 bytes"}`
+//!   (with `commit`, also the commit-reveal commitment to the partial just
+//!   signed, under the commitment DST: never a verdict signature); `401`
+//!   without a valid token (whatever the body), `413` for a body over
+//!   [`MAX_BODY`], `408` for one not received in time, `400` for one that is
+//!   not a sign request, `403` for a domain not configured, `409` when slashing
 //!   protection refuses (a different commitment was signed for the deal).
 
 use crate::{
@@ -147,6 +150,20 @@ pub struct SignRequest {
     pub domain: VerdictDomain,
     /// What to sign.
     pub commitment: VerdictCommitment,
+    /// Also sign the commit-reveal commitment to the partial, as this
+    /// member of this epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<CommitTo>,
+}
+
+/// Whose commitment to sign with the partial ([`SignRequest::commit`]).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommitTo {
+    /// The dispute's epoch.
+    pub epoch: u64,
+    /// The signer's index in it.
+    pub signer_index: u32,
 }
 
 struct Signer {
@@ -222,15 +239,27 @@ async fn sign(State(s): State<Arc<Signer>>, headers: HeaderMap, body: Body) -> R
     let deal = req.commitment.deal_id;
     // The protection check, its fsync and the signature, under one lock.
     let signed = tokio::task::block_in_place(|| {
-        s.signer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .sign(&req.domain, &req.commitment)
+        let mut signer = s.signer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sig = signer.sign(&req.domain, &req.commitment)?;
+        // Only a commitment to the partial just signed (under protection).
+        let commit = req.commit.map(|c| {
+            signer.sign_commit(&crate::node::commit_message(
+                deal,
+                c.epoch,
+                c.signer_index,
+                &sig.compress(),
+            ))
+        });
+        Ok::<_, resolvd_consensus::Error>((sig, commit))
     });
     match signed {
-        Ok(sig) => {
+        Ok((sig, commit)) => {
             info!(target: "signer", %deal, escrow = %d.verifying_contract, "signed");
-            Ok(Json(serde_json::json!({ "signature": hex::encode_prefixed(sig.compress()) })))
+            let mut body = serde_json::json!({ "signature": hex::encode_prefixed(sig.compress()) });
+            if let Some(c) = commit {
+                body["commitSignature"] = hex::encode_prefixed(c.compress()).into();
+            }
+            Ok(Json(body))
         }
         Err(e @ resolvd_consensus::Error::SlashingProtection { .. }) => {
             warn!(target: "signer", %deal, error = %e, "slashing protection refused");
@@ -379,14 +408,21 @@ impl RemoteSigner {
         PublicKey::from_compressed(&bytes).map_err(|e| RemoteError::Failed(e.to_string()))
     }
 
-    /// Signs `commitment` under `domain`; the answer is checked against `key`.
+    /// Signs `commitment` under `domain`, and with `commit` (epoch, signer
+    /// index) the commit-reveal commitment to the partial; the answers are
+    /// checked against `key`.
     pub async fn sign(
         &self,
         domain: &VerdictDomain,
         commitment: &VerdictCommitment,
         key: &PublicKey,
-    ) -> Result<Signature, RemoteError> {
-        let req = SignRequest { domain: domain.clone(), commitment: *commitment };
+        commit: Option<(u64, u32)>,
+    ) -> Result<(Signature, Option<Signature>), RemoteError> {
+        let req = SignRequest {
+            domain: domain.clone(),
+            commitment: *commitment,
+            commit: commit.map(|(epoch, signer_index)| CommitTo { epoch, signer_index }),
+        };
         let body = self.call(self.client.post(format!("{}/v1/sign", self.url)).json(&req)).await?;
         let bytes = body["signature"]
             .as_str()
@@ -397,6 +433,18 @@ impl RemoteSigner {
         sig.verify(key, &commitment.eip712_digest(domain)).map_err(|e| {
             RemoteError::Failed(format!("the signer's signature does not verify: {e}"))
         })?;
-        Ok(sig)
+        let Some((epoch, index)) = commit else { return Ok((sig, None)) };
+        let bytes = body["commitSignature"]
+            .as_str()
+            .and_then(|h| hex::decode(h).ok())
+            .ok_or_else(|| RemoteError::Failed("no commitSignature".into()))?;
+        let c =
+            Signature::from_compressed(&bytes).map_err(|e| RemoteError::Failed(e.to_string()))?;
+        let message =
+            crate::node::commit_message(commitment.deal_id, epoch, index, &sig.compress());
+        c.verify_commit(key, &message).map_err(|e| {
+            RemoteError::Failed(format!("the signer's commitment signature does not verify: {e}"))
+        })?;
+        Ok((sig, Some(c)))
     }
 }

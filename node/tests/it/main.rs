@@ -4,6 +4,7 @@ mod api;
 mod bench;
 mod chaos;
 mod cli;
+mod commit_reveal;
 mod doppelganger;
 mod economics;
 mod escrows;

@@ -317,8 +317,8 @@ async fn the_signer_checks_the_token_first_and_bounds_bodies_and_connections() {
     let answer = String::from_utf8_lossy(answer.as_deref().unwrap_or_default()).into_owned();
     assert!(answer.starts_with("HTTP/1.1 408"), "stalled body: {answer:?}");
     // And it still signs.
-    let sig = remote.sign(&domain(), &commitment(1), &signer.key).await.unwrap();
-    assert_eq!(remote.sign(&domain(), &commitment(1), &signer.key).await.unwrap(), sig);
+    let sig = remote.sign(&domain(), &commitment(1), &signer.key, None).await.unwrap();
+    assert_eq!(remote.sign(&domain(), &commitment(1), &signer.key, None).await.unwrap(), sig);
 
     // Connections: the limit fills, one more is closed on accept; the idle
     // ones are closed after the header timeout.
@@ -390,7 +390,7 @@ async fn the_signer_listens_on_a_unix_socket_only_its_owner_and_group_can_reach(
     let meta = std::fs::metadata(&socket).unwrap();
     assert!(meta.file_type().is_socket());
     assert_eq!(meta.permissions().mode() & 0o777, 0o660);
-    let sig = remote.sign(&domain(), &commitment(2), &signer.key).await.unwrap();
+    let (sig, _) = remote.sign(&domain(), &commitment(2), &signer.key, None).await.unwrap();
     sig.verify(&signer.key, &commitment(2).eip712_digest(&domain())).unwrap();
     // Refused without the token over the socket too.
     let raw = reqwest::Client::builder().unix_socket(socket.clone()).build().unwrap();
@@ -421,7 +421,7 @@ async fn the_signer_listens_on_a_unix_socket_only_its_owner_and_group_can_reach(
     let remote = ready(&url, &mut signer).await;
     let mut other = commitment(2);
     other.outcome = resolvd_proto::ReexecVerdict::Failed;
-    let refused = remote.sign(&domain(), &other, &signer.key).await.unwrap_err();
+    let refused = remote.sign(&domain(), &other, &signer.key, None).await.unwrap_err();
     assert!(matches!(refused, resolvd_node::signer::RemoteError::Refused(_)), "{refused}");
 
     // A socket in a directory anyone can write to is refused by the daemon.
