@@ -16,5 +16,6 @@ mod network;
 mod p2p;
 mod protection;
 mod rpc;
+mod rpc_trust;
 mod scale;
 mod signer;

@@ -34,7 +34,7 @@ const NODES: usize = 1;
 /// directory shared with another checkout gets its `debug/resolvd` replaced by
 /// that checkout's build, also while a test restarts nodes. The copy must
 /// know `chain.rpc_urls` (else the file was already another build's).
-fn resolvd_bin() -> PathBuf {
+pub(crate) fn resolvd_bin() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
         let dir = std::env::temp_dir().join("resolvd-it");
