@@ -216,32 +216,13 @@ impl CrossCheck {
                 failed.join("; ")
             )));
         }
-        let finals = ok.iter().filter(|(_, s, _)| *s == AnchorStatus::Final).count();
-        let others: Vec<Option<B256>> = ok
-            .iter()
-            .filter_map(|(_, s, _)| match s {
-                AnchorStatus::NotCanonical { canonical, .. } => Some(*canonical),
-                _ => None,
-            })
-            .collect();
-        let finalized = ok.iter().map(|(_, _, f)| *f).min().unwrap_or_default();
-        let outcome = if finals >= self.quorum && others.is_empty() {
-            AnchorStatus::Final
-        } else if finals == 0
-            && others.len() >= self.quorum
-            && others.iter().all(|c| *c == others[0])
-        {
-            let refused =
-                ok.iter().find(|(_, s, _)| matches!(s, AnchorStatus::NotCanonical { .. }));
-            match refused {
-                Some((_, s, _)) => s.clone(),
-                None => AnchorStatus::NotFinal { finalized },
-            }
-        } else {
-            AnchorStatus::NotFinal { finalized }
-        };
+        let answers: Vec<(AnchorStatus, u64)> =
+            ok.iter().map(|(_, s, f)| (s.clone(), *f)).collect();
+        let outcome = decide(&answers, self.quorum);
+        let finals = answers.iter().filter(|(s, _)| *s == AnchorStatus::Final).count();
+        let conflict = finals > 0
+            && answers.iter().any(|(s, _)| matches!(s, AnchorStatus::NotCanonical { .. }));
         let decided = verdict(&outcome);
-        let conflict = finals > 0 && !others.is_empty();
         for (reader, status, their_finalized) in &ok {
             // "Not final" is never acted on: only a claim not followed counts.
             if verdict(status) == decided || verdict(status) == Verdict::NotFinal {
@@ -268,6 +249,33 @@ impl CrossCheck {
     }
 }
 
+/// The cross-check's outcome from the endpoints' answers (status, finalized
+/// block): final when `quorum` say final and none names another block;
+/// another block when `quorum` name the same one and none says final; else
+/// not final (at the lowest finalized block reported).
+fn decide(answers: &[(AnchorStatus, u64)], quorum: usize) -> AnchorStatus {
+    let finals = answers.iter().filter(|(s, _)| *s == AnchorStatus::Final).count();
+    let others: Vec<(&AnchorStatus, Option<B256>)> = answers
+        .iter()
+        .filter_map(|(s, _)| match s {
+            AnchorStatus::NotCanonical { canonical, .. } => Some((s, *canonical)),
+            _ => None,
+        })
+        .collect();
+    let finalized = answers.iter().map(|(_, f)| *f).min().unwrap_or_default();
+    if finals >= quorum && others.is_empty() {
+        return AnchorStatus::Final;
+    }
+    match others.first() {
+        Some((first, hash))
+            if finals == 0 && others.len() >= quorum && others.iter().all(|(_, h)| h == hash) =>
+        {
+            (*first).clone()
+        }
+        _ => AnchorStatus::NotFinal { finalized },
+    }
+}
+
 fn describe(status: &AnchorStatus) -> String {
     match status {
         AnchorStatus::Final => "final".into(),
@@ -278,5 +286,38 @@ fn describe(status: &AnchorStatus) -> String {
         AnchorStatus::NotCanonical { canonical: None, reason } => {
             format!("not canonical ({reason})")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn other(byte: u8) -> AnchorStatus {
+        AnchorStatus::NotCanonical {
+            canonical: Some(B256::repeat_byte(byte)),
+            reason: "another block".into(),
+        }
+    }
+
+    #[test]
+    fn one_endpoint_alone_decides_nothing() {
+        let fin = AnchorStatus::Final;
+        let not = |f| AnchorStatus::NotFinal { finalized: f };
+        // Two say final: final.
+        assert_eq!(decide(&[(fin.clone(), 30), (fin.clone(), 29)], 2), fin);
+        // A liar ahead: not final, at the lowest finalized block.
+        assert_eq!(decide(&[(fin.clone(), 33), (not(29), 29)], 2), not(29));
+        // Final and another block at that height: not final, never refused.
+        assert_eq!(decide(&[(fin.clone(), 33), (other(1), 30)], 2), not(30));
+        assert_eq!(decide(&[(fin.clone(), 33), (fin.clone(), 33), (other(1), 30)], 2), not(30));
+        // Refused only when a quorum names the same other block.
+        assert_eq!(decide(&[(other(1), 30), (other(1), 31)], 2), other(1));
+        assert_eq!(decide(&[(other(1), 30), (other(2), 31)], 2), not(30));
+        assert_eq!(decide(&[(other(1), 30), (not(28), 28)], 2), not(28));
+        // Three endpoints, quorum 2: one lagging does not hold the others up.
+        assert_eq!(decide(&[(fin.clone(), 30), (fin.clone(), 30), (not(25), 25)], 2), fin);
+        // Quorum 1 follows one endpoint.
+        assert_eq!(decide(&[(fin.clone(), 30)], 1), fin);
     }
 }
