@@ -128,6 +128,8 @@ pub struct Metrics {
     pub rpc_endpoint_requests: Family<EndpointLabel, Counter>,
     /// Duration of an RPC endpoint's last successful request.
     pub rpc_endpoint_latency: Family<EndpointLabel, Gauge<f64, AtomicU64>>,
+    /// Anchor cross-checks that did not follow an RPC endpoint's answer.
+    pub rpc_endpoint_disagreements: Family<EndpointLabel, Counter>,
 }
 
 fn latency() -> Histogram {
@@ -180,6 +182,7 @@ impl Default for Metrics {
             rpc_endpoint_errors: Family::default(),
             rpc_endpoint_requests: Family::default(),
             rpc_endpoint_latency: Family::default(),
+            rpc_endpoint_disagreements: Family::default(),
         };
         registry.register("gossip_messages", "Gossip messages validated", m.gossip.clone());
         registry.register("replays", "Replays finished", m.replays.clone());
@@ -334,6 +337,11 @@ impl Default for Metrics {
             "Duration of an RPC endpoint's last successful request",
             m.rpc_endpoint_latency.clone(),
         );
+        registry.register(
+            "rpc_endpoint_disagreements",
+            "Anchor cross-checks that did not follow an RPC endpoint's answer (it called an anchor final, or another block canonical, alone)",
+            m.rpc_endpoint_disagreements.clone(),
+        );
         Self { registry, ..m }
     }
 }
@@ -373,9 +381,11 @@ impl Metrics {
             self.rpc_endpoint_consecutive_errors
                 .get_or_create(&label)
                 .set(i64::try_from(e.consecutive_errors).unwrap_or(i64::MAX));
-            for (family, total) in
-                [(&self.rpc_endpoint_errors, e.errors), (&self.rpc_endpoint_requests, e.requests)]
-            {
+            for (family, total) in [
+                (&self.rpc_endpoint_errors, e.errors),
+                (&self.rpc_endpoint_requests, e.requests),
+                (&self.rpc_endpoint_disagreements, e.disagreements),
+            ] {
                 let counter = family.get_or_create(&label);
                 let seen = counter.get();
                 if total > seen {
@@ -414,12 +424,15 @@ mod tests {
             errors: 2,
             last_error: None,
             latency_ms: Some(12.5),
+            disagreements: 0,
+            last_disagreement: None,
         };
         m.observe_endpoints(std::slice::from_ref(&e));
         e.up = false;
         e.consecutive_errors = 3;
         e.errors = 5;
         e.requests = 13;
+        e.disagreements = 2;
         m.observe_endpoints(&[e]);
         let text = m.render();
         let label = "{endpoint=\"https://rpc.example.org\"}";
@@ -430,6 +443,7 @@ mod tests {
             format!("resolvd_rpc_endpoint_errors_total{label} 5"),
             format!("resolvd_rpc_endpoint_requests_total{label} 13"),
             format!("resolvd_rpc_endpoint_latency_seconds{label} 0.0125"),
+            format!("resolvd_rpc_endpoint_disagreements_total{label} 2"),
         ] {
             assert!(text.contains(&line), "{line} missing in\n{text}");
         }

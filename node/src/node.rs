@@ -350,7 +350,12 @@ impl Node {
             AnchorChecker::connect(chain.chain_id, chain.provider().clone(), &cfg.chain.anchor_rpc)
         })
         .await
-        .map_err(|e| eyre::eyre!("{e}"))?;
+        .map_err(|e| eyre::eyre!("{e}"))?
+        .with_cross_check(
+            chain.chain_id,
+            chain.readers(),
+            cfg.chain.quorum(rpc.urls.len())?,
+        );
         let mut chain = chain;
         chain.set_receipt_poll(cfg.poll_interval());
         for escrow in &cfg.chain.escrows {
@@ -1469,13 +1474,22 @@ enum Step {
     },
     /// The range's last block changed while its logs were read: read again.
     Raced,
+    /// The endpoint has not reached the last handled block (a backup that
+    /// lags after a failover): unknown, not a reorg; wait.
+    Behind {
+        head: u64,
+        handled: u64,
+    },
 }
 
 /// The chain watcher: confirmed log ranges, in order, with backoff on errors.
 /// Before each step it checks that the last handled block is still
 /// canonical; if not it walks back through the remembered batches to the
 /// newest one still canonical, reports the logs it had handled above it
-/// (undone by the loop and the engine) and re-scans from there.
+/// (undone by the loop and the engine) and re-scans from there. An endpoint
+/// that has no block yet at a handled height (a backup behind the endpoint
+/// that failed) is no evidence of a reorg: the watcher waits for it; only
+/// another block at a handled height is.
 #[allow(clippy::too_many_arguments)]
 async fn watch(
     mut heads: Option<std::pin::Pin<Box<dyn futures::Stream<Item = u64> + Send>>>,
@@ -1493,23 +1507,40 @@ async fn watch(
         handled.push_back(Handled { from, to, hash, disputed: Vec::new(), settled: Vec::new() });
     }
     let mut backoff = poll;
+    let mut behind = false;
     loop {
         let step = async {
             if let Some(newest) = handled.back() {
-                if chain.block_hash(newest.to).await? != Some(newest.hash) {
-                    let tip = newest.to;
-                    let (mut disputed, mut settled, mut from) = (Vec::new(), Vec::new(), next);
-                    while let Some(b) = handled.back() {
-                        if chain.block_hash(b.to).await? == Some(b.hash) {
-                            break;
+                let tip = newest.to;
+                let at_tip = chain.block_hash(tip).await?;
+                if at_tip != Some(newest.hash) {
+                    // Which remembered batches does the endpoint still have?
+                    // One it has no block for yet says nothing (a lagging
+                    // endpoint); a reorg is another block at a height.
+                    let head = chain.head().await?;
+                    let (mut gone, mut differs) = (0, at_tip.is_some());
+                    for b in handled.iter().rev() {
+                        if b.to <= head {
+                            match chain.block_hash(b.to).await? {
+                                Some(h) if h == b.hash => break,
+                                Some(_) => differs = true,
+                                None => {}
+                            }
                         }
-                        let b = handled.pop_back().expect("just seen");
+                        gone += 1;
+                    }
+                    if !differs {
+                        return Ok::<_, ChainError>(Step::Behind { head, handled: tip });
+                    }
+                    let (mut disputed, mut settled, mut from) = (Vec::new(), Vec::new(), next);
+                    for _ in 0..gone {
+                        let b = handled.pop_back().expect("counted above");
                         from = b.from;
                         disputed.extend(b.disputed);
                         settled.extend(b.settled);
                     }
                     let depth = tip + 1 - from;
-                    return Ok::<_, ChainError>(Step::Reorg { from, disputed, settled, depth });
+                    return Ok(Step::Reorg { from, disputed, settled, depth });
                 }
             }
             let c = chain.confirmed(confirmations).await?;
@@ -1533,7 +1564,12 @@ async fn watch(
             }
             Ok(Step::Batch { events, handled, head: c.head, time: c.time })
         };
-        let sent = match step.await {
+        let step = step.await;
+        if behind && !matches!(step, Ok(Step::Behind { .. }) | Err(_)) {
+            info!(target: "chain", "the rpc endpoint caught up with the blocks already handled");
+            behind = false;
+        }
+        let sent = match step {
             Ok(Step::Batch { events, handled: batch, head, time }) => {
                 backoff = poll;
                 next = batch.to + 1;
@@ -1550,6 +1586,14 @@ async fn watch(
                 tx.send(Internal::Reorg { from, disputed, settled, depth })
             }
             Ok(Step::Raced) => continue,
+            Ok(Step::Behind { head, handled }) => {
+                if !behind {
+                    warn!(target: "chain", head, handled, "the rpc endpoint is behind the blocks already handled (a lagging backup?): waiting for it, not a reorg");
+                    behind = true;
+                }
+                tokio::time::sleep(poll).await;
+                continue;
+            }
             Ok(Step::Idle { head, time }) => {
                 backoff = poll;
                 let sent = tx.send(Internal::Head { head, time });

@@ -17,6 +17,7 @@ mod network;
 mod p2p;
 mod protection;
 mod rpc;
+mod rpc_trust;
 mod scale;
 mod serving;
 mod signer;
