@@ -81,6 +81,11 @@ const EXPIRY_GRACE_SECS: u64 = 60;
 /// began count too (a signer whose commitment was lost); a reveal that
 /// arrived after it never counts without a timely commitment.
 const REVEAL_FALLBACK_WINDOWS: u32 = 3;
+/// Commit windows after the reveal phase began past which a dispute still
+/// without a certificate counts every verified reveal, late ones included:
+/// liveness over excluding a copier, once fewer than a quorum committed in
+/// time (a member that revealed at once, or replays slower than the window).
+const REVEAL_LATE_FALLBACK_WINDOWS: u32 = 6;
 /// Gossiped partials and commitments one peer may have waiting for a
 /// verification batch (per peer; beyond it they are ignored, not verified):
 /// a peer's forgeries cannot crowd out other peers' messages.
@@ -257,6 +262,9 @@ pub struct CommitReveal {
     /// Whether the fallback ran (no certificate in time): it counts the
     /// reveals that arrived no later than the reveal phase began.
     pub fallback: bool,
+    /// Whether the late fallback ran (still no certificate): it counts
+    /// every verified reveal.
+    pub late_fallback: bool,
 }
 
 /// A deal's EVM anchor block, as the anchor document names it.
@@ -640,11 +648,16 @@ struct Dispute {
     own_commit: Option<PartialCommit>,
     /// When the first reveal that verified arrived (the reveal phase).
     reveal_phase_at: Option<Instant>,
+    /// Per digest, when its first reveal that verified arrived: a signer
+    /// cannot have copied a digest before it was revealed, so a commitment
+    /// that arrived no later counts for it.
+    first_reveal: HashMap<B256, Instant>,
     /// Verified commitments (one per signer: an honest signer makes one per
     /// deal) and when they arrived.
     commits: BTreeMap<u32, (B256, Instant)>,
-    /// Verified reveals not counted, and when they arrived (for the fallback).
-    uncounted: Vec<(SignedVerdict, Instant)>,
+    /// Verified reveals not counted, their digest, and when they arrived
+    /// (for the fallbacks).
+    uncounted: Vec<(SignedVerdict, B256, Instant)>,
     /// (digest, signer) of reveals verified (counted or not): a re-gossiped
     /// copy is not verified again.
     reveals_verified: HashSet<(B256, u32)>,
@@ -693,6 +706,7 @@ impl Dispute {
             own_commit_at: None,
             own_commit: None,
             reveal_phase_at: None,
+            first_reveal: HashMap::new(),
             commits: BTreeMap::new(),
             uncounted: Vec::new(),
             reveals_verified: HashSet::new(),
@@ -721,11 +735,14 @@ impl Dispute {
     }
 
     /// Whether `signer`'s verified commitment is `commit` and arrived no
-    /// later than the reveal phase began.
-    fn timely(&self, signer: u32, commit: &B256) -> bool {
-        self.commits.get(&signer).is_some_and(|(c, at)| {
-            c == commit && self.reveal_phase_at.is_none_or(|phase| *at <= phase)
-        })
+    /// later than the first reveal of `digest` (the partial it opens to): a
+    /// reveal of another digest (a wrong outcome revealed at once) does not
+    /// make it late.
+    fn timely(&self, signer: u32, commit: &B256, digest: &B256) -> bool {
+        let revealed = self.first_reveal.get(digest);
+        self.commits
+            .get(&signer)
+            .is_some_and(|(c, at)| c == commit && revealed.is_none_or(|first| at <= first))
     }
 
     /// Enters the reveal phase at `at` (the arrival of a reveal that
@@ -1866,8 +1883,13 @@ impl Engine {
         if cr.revealed || d.view.phase.is_final() {
             return;
         }
-        let why = if d.reveal_phase_at.is_some() {
-            "a reveal was seen"
+        // A reveal of another digest gives nothing of this node's away: it
+        // keeps its partial hidden until its own digest is public, its
+        // commit phase closed, or its window passed.
+        let own_digest_revealed =
+            d.view.digest.is_some_and(|digest| d.first_reveal.contains_key(&digest));
+        let why = if own_digest_revealed {
+            "a reveal of its digest was seen"
         } else if self.committed_stake_met(d) {
             "commitments from the threshold stake"
         } else if now >= at + window {
@@ -1892,18 +1914,16 @@ impl Engine {
         }
     }
 
-    /// Whether the signers whose verified commitments came in time hold the
-    /// threshold stake.
+    /// Whether the signers whose verified commitments came in time for this
+    /// node's digest (before its first reveal) hold the threshold stake.
     fn committed_stake_met(&self, d: &Dispute) -> bool {
-        let (Some(committee), Some(cr)) =
-            (self.committees.get(&d.info.epoch), d.view.commit_reveal.as_ref())
-        else {
-            return false;
-        };
-        let stake = cr
-            .committed
-            .keys()
-            .filter_map(|i| committee.member(*i).ok())
+        let Some(committee) = self.committees.get(&d.info.epoch) else { return false };
+        let revealed = d.view.digest.and_then(|digest| d.first_reveal.get(&digest));
+        let stake = d
+            .commits
+            .iter()
+            .filter(|(_, (_, at))| revealed.is_none_or(|first| at <= first))
+            .filter_map(|(i, _)| committee.member(*i).ok())
             .fold(alloy_primitives::U256::ZERO, |sum, m| sum + m.stake);
         committee.meets_threshold(stake)
     }
@@ -2038,7 +2058,20 @@ impl Engine {
         if self.pending_commits.is_empty() {
             return;
         }
-        let pending: Vec<(PartialCommit, PendingCommit)> = self.pending_commits.drain().collect();
+        let mut pending: Vec<(PartialCommit, PendingCommit)> =
+            self.pending_commits.drain().collect();
+        // Handled in arrival order (then by deal and signer), not the map's:
+        // the timely commitments, and so the certificate, must not depend on
+        // hashing order.
+        pending.sort_by(|(a, pa), (b, pb)| {
+            (pa.arrived, a.deal_id, a.signer_index, a.epoch, a.commit).cmp(&(
+                pb.arrived,
+                b.deal_id,
+                b.signer_index,
+                b.epoch,
+                b.commit,
+            ))
+        });
         let mut checked: Vec<(PartialCommit, PendingCommit, Option<bool>)> = Vec::new();
         {
             let mut keys = Vec::new();
@@ -2112,15 +2145,19 @@ impl Engine {
         if d.view.phase.is_final() || !d.record_commit(c.signer_index, c.commit, arrived) {
             return MessageAcceptance::Ignore;
         }
-        if !d.timely(c.signer_index, &c.commit) {
+        if d.reveal_phase_at.is_some_and(|phase| arrived > phase) {
+            // Late unless its partial's digest was not revealed yet.
             Metrics::count(&self.metrics.commit_reveal, "late_commit");
-            info!(target: "pipeline", deal = %deal_id, signer = c.signer_index, "commitment arrived in the reveal phase: its partial will not count");
-            return MessageAcceptance::Accept;
+            info!(target: "pipeline", deal = %deal_id, signer = c.signer_index, "commitment arrived in the reveal phase: its partial counts only if its digest was not revealed before");
         }
-        // Its reveal may have been verified first (another batch).
-        let opened = d.uncounted.iter().position(|(p, _)| c.opens_to(p));
+        // Its reveal may have been verified first (another batch): it
+        // counts if the commitment arrived no later than its digest's first
+        // reveal.
+        let opened = d.uncounted.iter().position(|(p, digest, _)| {
+            c.opens_to(p) && d.timely(c.signer_index, &c.commit, digest)
+        });
         if let Some(pos) = opened {
-            let (p, _) = d.uncounted.remove(pos);
+            let (p, _, _) = d.uncounted.remove(pos);
             if let Some(cr) = d.view.commit_reveal.as_mut() {
                 cr.uncounted.retain(|i| *i != p.signer_index);
             }
@@ -2172,12 +2209,14 @@ impl Engine {
             return;
         }
         let entered_now = d.reveal_phase_at.is_none();
+        let first = d.first_reveal.entry(digest).or_insert(arrived);
+        *first = (*first).min(arrived);
         if d.enter_reveal_phase(arrived) && entered_now {
             let committed = d.view.commit_reveal.as_ref().map_or(0, |cr| cr.committed.len());
             info!(target: "pipeline", deal = %deal_id, committed, "reveal phase");
         }
         let own = d.own.as_ref() == Some(p);
-        let counted = own || d.timely(p.signer_index, &PartialCommit::commit_of(p));
+        let counted = own || d.timely(p.signer_index, &PartialCommit::commit_of(p), &digest);
         if counted {
             self.count_reveal(p, now);
         } else {
@@ -2186,7 +2225,7 @@ impl Engine {
                 cr.uncounted.push(p.signer_index);
                 cr.uncounted.sort_unstable();
             }
-            d.uncounted.push((p.clone(), arrived));
+            d.uncounted.push((p.clone(), digest, arrived));
             Metrics::count(&self.metrics.commit_reveal, "uncounted_reveal");
             info!(target: "pipeline", deal = %deal_id, signer = p.signer_index, "reveal without a timely commitment: not counted");
         }
@@ -2200,6 +2239,7 @@ impl Engine {
     fn reveal_timers(&mut self, now: Instant) {
         let mut reveal = Vec::new();
         let mut fallback = Vec::new();
+        let mut late_fallback = Vec::new();
         for (id, d) in &self.disputes {
             let (Some(window), Some(cr)) = (d.reveal_window, d.view.commit_reveal.as_ref()) else {
                 continue;
@@ -2215,6 +2255,11 @@ impl Engine {
             if stuck && d.certificate.is_none() && !cr.fallback {
                 fallback.push(*id);
             }
+            let stuck_late =
+                d.reveal_phase_at.is_some_and(|t| now >= t + window * REVEAL_LATE_FALLBACK_WINDOWS);
+            if stuck_late && d.certificate.is_none() && cr.fallback && !cr.late_fallback {
+                late_fallback.push(*id);
+            }
         }
         for id in reveal {
             self.maybe_reveal(id, now);
@@ -2228,11 +2273,24 @@ impl Engine {
             // began: nobody could have copied them. A reveal after it
             // without a timely commitment may be a copy, and never counts.
             let (early, late): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut d.uncounted).into_iter().partition(|(_, at)| *at <= phase);
+                std::mem::take(&mut d.uncounted).into_iter().partition(|(_, _, at)| *at <= phase);
             d.uncounted = late;
+            cr.uncounted.retain(|i| !early.iter().any(|(p, _, _)| p.signer_index == *i));
             Metrics::count(&self.metrics.commit_reveal, "fallback");
             warn!(target: "pipeline", deal = %id, counted = early.len(), "no certificate in the reveal phase: counting the reveals that arrived before it began");
-            for (p, _) in early {
+            for (p, _, _) in early {
+                self.count_reveal(&p, now);
+            }
+        }
+        for id in late_fallback {
+            let Some(d) = self.disputes.get_mut(&id) else { continue };
+            let Some(cr) = d.view.commit_reveal.as_mut() else { continue };
+            cr.late_fallback = true;
+            cr.uncounted.clear();
+            let late = std::mem::take(&mut d.uncounted);
+            Metrics::count(&self.metrics.commit_reveal, "late_fallback");
+            warn!(target: "pipeline", deal = %id, counted = late.len(), "still no certificate: counting every verified reveal, late ones included");
+            for (p, _, _) in late {
                 self.count_reveal(&p, now);
             }
         }

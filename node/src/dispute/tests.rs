@@ -1247,7 +1247,7 @@ fn the_reveal_phase_starts_at_the_first_valid_reveals_arrival() {
 }
 
 #[test]
-fn commit_reveal_reveals_after_the_window_and_the_fallback_never_counts_a_copier() {
+fn commit_reveal_reveals_after_the_window_and_only_the_late_fallback_counts_late_reveals() {
     let cfg = EngineConfig { republish: WINDOW / 4, ..EngineConfig::default() };
     let mut rig = Rig::with(Some(0), cfg);
     rig.engine.set_commit_reveal(Some(WINDOW));
@@ -1300,6 +1300,47 @@ fn commit_reveal_reveals_after_the_window_and_the_fallback_never_counts_a_copier
         })
         .collect();
     assert_eq!(persisted, vec![1]);
+    // Still no certificate 6 windows after the reveal phase began: the late
+    // fallback counts every verified reveal (liveness over excluding a
+    // copier), and the deal certifies.
+    rig.later(WINDOW * (REVEAL_LATE_FALLBACK_WINDOWS - REVEAL_FALLBACK_WINDOWS));
+    rig.engine.on_tick(rig.now);
+    let qc = certificate_of(&rig.drain()).expect("the late fallback certifies");
+    assert_eq!(qc.non_signers, vec![3], "threshold met at signer 2");
+    let cr = commit_view(&rig, &a);
+    assert!(cr.late_fallback && cr.uncounted.is_empty());
+}
+
+/// A member that reveals another digest at once (a wrong outcome) does not
+/// make the honest commitments late: a commitment counts for the digest it
+/// opens to if it arrived before that digest's first reveal.
+#[test]
+fn an_early_reveal_of_another_digest_does_not_make_honest_commitments_late() {
+    let mut rig = commit_rig(0);
+    let a = announcement(14);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let c = own.commitment;
+    // Signer 3 commits to and reveals a Failed verdict at once.
+    let wrong = partial(3, EPOCH, commitment(&a, ReexecVerdict::Failed));
+    gossip_commit(&mut rig, &wrong, origin(3));
+    rig.later(Duration::from_millis(5));
+    rig.gossip_partial(wrong, origin(13));
+    rig.batch();
+    assert!(commit_view(&rig, &a).reveal_phase_ms.is_some());
+    // Signers 1 and 2 commit afterwards, then reveal the Reproduced verdict:
+    // nobody had revealed that digest before their commitments arrived.
+    rig.later(Duration::from_millis(20));
+    let (p1, p2) = (partial(1, EPOCH, c), partial(2, EPOCH, c));
+    gossip_commit(&mut rig, &p1, origin(1));
+    gossip_commit(&mut rig, &p2, origin(2));
+    rig.later(Duration::from_millis(20));
+    rig.gossip_partial(p1, origin(21));
+    rig.gossip_partial(p2, origin(22));
+    let qc = certificate_of(&rig.batch()).expect("certified without a fallback");
+    assert_eq!(qc.non_signers, vec![3]);
+    let cr = commit_view(&rig, &a);
+    assert!(!cr.fallback && cr.uncounted.is_empty(), "{cr:?}");
 }
 
 #[test]
