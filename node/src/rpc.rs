@@ -439,9 +439,11 @@ impl Endpoint {
     }
 }
 
-/// First id of [`Endpoint::client`]'s ids: blocks of 2^16 from 2^52, below
+/// First id of [`Endpoint::client`]'s ids: blocks of 2^32 from 2^52, below
 /// 2^53 (the largest integer a double holds exactly), starting over at 2^52
-/// (after 2^36 clients: the ids of a client made that long ago are done).
+/// after 2^20 clients (the ids of a client made that long ago are done). A
+/// block of 2^32 ids: a client that lives for the whole run (the anchor
+/// cross-check's readers) never runs into the next client's ids.
 fn next_id_block() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(FIRST_ID);
     let mut first = FIRST_ID;
@@ -453,7 +455,7 @@ fn next_id_block() -> u64 {
 }
 
 const FIRST_ID: u64 = 1 << 52;
-const ID_BLOCK: u64 = 1 << 16;
+const ID_BLOCK: u64 = 1 << 32;
 
 /// The block of ids that starts at `n`, or at [`FIRST_ID`] when that one
 /// would pass [`MAX_SAFE_ID`].
