@@ -81,6 +81,13 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     ///         sign. 0 means the base 1.
     mapping(IERC20 token => mapping(uint256 epoch => mapping(uint256 resolver => uint256))) public
         rewardDebt;
+    /// @notice The gas refund a disputed deal's `resolve` credits its submitter:
+    ///         `min(resolverFee, registry.gasRefundCap(token))`, pinned at `challenge`.
+    mapping(bytes32 dealId => uint256) public pinnedGasRefund;
+    /// @notice Rounding remainders of reward accruals and claims in `token` not yet handed to the
+    ///         slash sink, in units of 1 / REWARD_PRECISION wei: owed to no one (`flushSink`
+    ///         moves the whole wei to the sink).
+    mapping(IERC20 token => uint256) public dustRemainder;
 
     constructor(IResolverRegistry registry_, address owner_) Ownable(owner_) {
         if (address(registry_) == address(0)) revert ZeroAddress("registry");
@@ -132,7 +139,10 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     // ------------------------------------------------------------------ phases
 
     /// @notice The seller delivers: commits the delivery hash (and publishes the bytes if given)
-    ///         and locks the data-availability bond the buyer required.
+    ///         and locks the data-availability bond the buyer required plus a dispute deposit
+    ///         equal to the deal's resolver fee (one `transferFrom`; approve their sum). The
+    ///         deposit returns to the seller unless a certificate finds the delivery Failed;
+    ///         then it reimburses the buyer's resolver fee (the loser pays).
     function deliver(bytes32 dealId, bytes32 deliveryHash, bytes calldata delivery)
         external
         nonReentrant
@@ -158,9 +168,12 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         d.deliveredAt = block.timestamp.toUint64();
         d.challengeDeadline = (block.timestamp + d.challengeWindow).toUint64();
         emit Delivered(dealId, deliveryHash, block.timestamp, d.challengeDeadline, d.sellerBond);
-        if (d.sellerBond > 0) {
-            liabilities[d.token] += d.sellerBond;
-            _pull(d.token, msg.sender, d.sellerBond);
+        // The DA bond and the seller's dispute deposit (the resolver fee, paid to the buyer
+        // only if a certificate finds the delivery Failed): one transfer.
+        uint256 locked = uint256(d.sellerBond) + d.resolverFee;
+        if (locked > 0) {
+            liabilities[d.token] += locked;
+            _pull(d.token, msg.sender, locked);
         }
     }
 
@@ -194,9 +207,11 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     ///         the registry's minimum stake no verdict is possible: the deal is cancelled
     ///         instead (buyer refunded, DA bond returned, nobody marked) and no fee or bond is
     ///         taken. Otherwise the buyer pays the deal's resolver fee plus its challenge bond
-    ///         (one `transferFrom`; approve their sum first). The first fee-paying challenge of
-    ///         an epoch and token also initialises that accumulator, so that `resolve` never
-    ///         pays for a fresh storage slot there.
+    ///         (one `transferFrom`; approve their sum first). The dispute pins the gas refund
+    ///         `min(fee, registry.gasRefundCap(token))` now (`pinnedGasRefund`), so no later
+    ///         owner change moves its fee. The first fee-paying challenge of an epoch and token
+    ///         also initialises that accumulator, so that `resolve` never pays for a fresh
+    ///         storage slot there.
     function challenge(bytes32 dealId) external nonReentrant {
         Deal storage d = _in(dealId, DealState.Delivered);
         if (msg.sender != d.buyer) revert NotBuyer(dealId, msg.sender);
@@ -229,7 +244,12 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         uint256 bond = d.challengeBond;
         if (fee == 0 && bond == 0) return;
         IERC20 token = d.token;
-        if (fee > 0 && rewardPerStake[token][epoch] == 0) rewardPerStake[token][epoch] = 1;
+        if (fee > 0) {
+            if (rewardPerStake[token][epoch] == 0) rewardPerStake[token][epoch] = 1;
+            uint256 refund = registry.gasRefundCap(token);
+            if (refund > fee) refund = fee;
+            if (refund > 0) pinnedGasRefund[dealId] = refund;
+        }
         emit ChallengeFunded(dealId, fee, bond);
         liabilities[token] += fee + bond;
         _pull(token, msg.sender, fee + bond);
@@ -239,10 +259,13 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     ///         match the deal, and the committee of the deal's pinned epoch must have signed it.
     ///         Reproduced releases to the seller, Failed refunds the buyer; the DA bond returns
     ///         to the seller either way; the challenge bond goes to the seller on Reproduced and
-    ///         back to the buyer on Failed. The resolver fee is split: `min(fee,
-    ///         registry.gasRefundCap(token))` plus the split's rounding remainder is credited to
-    ///         the caller, the rest accrues to the signers pro rata to stake (`claimRewards`).
-    ///         Callable by anyone, once, until the resolve deadline.
+    ///         back to the buyer on Failed; the seller's dispute deposit returns to the seller
+    ///         on Reproduced and reimburses the buyer's fee on Failed. The resolver fee is
+    ///         split: the gas refund pinned at `challenge` plus the split's rounding remainder
+    ///         is credited to the caller, the rest accrues to the signers pro rata to stake
+    ///         (`claimRewards`).
+    ///         Signers slashed since the epoch started do not count toward the quorum
+    ///         (`SlashedSignersDecide`). Callable by anyone, once, until the resolve deadline.
     function resolve(
         VerdictCommitment calldata commitment,
         uint256[] calldata nonSigners,
@@ -258,6 +281,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
             nonSigners,
             aggregateSignature
         );
+        _checkUnslashedQuorum(d.epoch, signedStake, totalStake, nonSigners);
         bool reproduced = commitment.outcome == Outcome.Reproduced;
         emit VerdictCommitted(dealId, commitment, signedStake, totalStake);
         _accrueFee(dealId, d, signedStake, nonSigners);
@@ -333,6 +357,26 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         emit RewardsSlashed(resolver, token, whistleblower, share, sink, amount - share);
         if (share > 0) _credit(whistleblower, token, share);
         if (amount > share) _credit(sink, token, amount - share);
+    }
+
+    /// @notice Hands the slash sink everything it is owed in `token`: its credited shares of
+    ///         slashed rewards, plus the whole wei of `dustRemainder` (rounding remainders owed
+    ///         to no one). Permissionless, so they leave the escrow even when the sink is a burn
+    ///         address no one can call from.
+    /// @return amount The amount sent to the sink.
+    function flushSink(IERC20 token) external nonReentrant returns (uint256 amount) {
+        address sink = registry.slashSink();
+        uint256 dust = dustRemainder[token] / REWARD_PRECISION;
+        if (dust > 0) {
+            dustRemainder[token] -= dust * REWARD_PRECISION;
+            _credit(sink, token, dust);
+        }
+        amount = claimable[sink][token];
+        if (amount == 0) revert NothingToClaim(sink, token);
+        claimable[sink][token] = 0;
+        liabilities[token] -= amount;
+        emit Claimed(sink, token, sink, amount);
+        token.safeTransfer(sink, amount);
     }
 
     // ------------------------------------------------------------------ admin
@@ -447,18 +491,37 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         emit DealFunded(dealId, buyer, t.seller, t, block.timestamp, d.deliverDeadline);
     }
 
-    /// @dev Terms the registry bounds: the resolve window, the span from funding to the last
+    /// @dev Terms the registry bounds: the resolve window (at least its minimum, for
+    ///      confirmations, commit-reveal and a submission; at most its maximum), the span from funding to the last
     ///      possible challenge (within the warm-up of new stake, so only stake registered
     ///      before funding can decide the deal), and a committee with at least the minimum stake.
     function _checkAgainstRegistry(Terms calldata t) internal view {
         uint256 maxResolve = registry.maxResolveWindow();
         if (t.resolveWindow > maxResolve) revert ResolveWindowTooLong(t.resolveWindow, maxResolve);
+        uint256 minResolve = registry.minResolveWindow();
+        if (t.resolveWindow < minResolve) revert WindowTooShort("resolve", minResolve);
         uint256 span = uint256(t.deliverWindow) + t.challengeWindow;
         uint256 warmUp = registry.activationDelay();
         if (span > warmUp) revert WindowsExceedActivationDelay(span, warmUp);
         (uint256 epoch, uint256 committeeStake) = registry.currentCommittee();
         uint256 minimum = registry.minimumCommitteeStake();
         if (committeeStake < minimum) revert CommitteeTooSmall(epoch, committeeStake, minimum);
+    }
+
+    /// @dev Members of the pinned epoch slashed since it started do not count: the certificate
+    ///      must also meet the threshold among the epoch's unslashed members by unslashed
+    ///      signers. (Their stake stays in the fee split: a slashed signer's share is swept.)
+    function _checkUnslashedQuorum(
+        uint256 epoch,
+        uint256 signedStake,
+        uint256 totalStake,
+        uint256[] calldata nonSigners
+    ) internal view {
+        (uint256 slashedTotal, uint256 slashedSigned) = registry.slashedStake(epoch, nonSigners);
+        if (slashedTotal == 0) return;
+        uint256 signed = signedStake - slashedSigned;
+        uint256 total = totalStake - slashedTotal;
+        if (!registry.meetsThreshold(signed, total)) revert SlashedSignersDecide(signed, total);
     }
 
     /// @dev A certificate counts only until the resolve deadline (then `timeoutRefund`).
@@ -552,12 +615,15 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
 
     /// @dev The only way a deal's funds become withdrawable: marks the deal resolved and credits
     ///      the parties; nothing is transferred, so it cannot revert on a recipient. Virtual
-    ///      only so that test/mutants can break it (same bytecode as non-virtual). A disputed
-    ///      deal's challenge bond goes with the amount (seller on Released, buyer otherwise);
-    ///      a timeout also returns the resolver fee to the buyer (`resolve` accrued it before).
+    ///      only so that test/mutants can break it (same bytecode as non-virtual). A delivered
+    ///      deal's DA bond goes to the buyer only on a timeout; the seller's dispute deposit
+    ///      (the resolver fee) goes to the buyer only on Failed. A disputed deal's challenge
+    ///      bond goes with the amount (seller on Released, buyer otherwise); a timeout also
+    ///      returns the resolver fee to the buyer (`resolve` accrued it before).
     function _settle(bytes32 dealId, Deal storage d, Settlement how) internal virtual {
         bool delivered = d.deliveredAt != 0;
         uint256 bond = delivered ? d.sellerBond : 0;
+        uint256 deposit = delivered ? d.resolverFee : 0;
         uint256 amount = d.amount;
         address paidTo = how == Settlement.Released ? d.seller : d.buyer;
         address bondPaidTo = how == Settlement.TimedOut ? d.buyer : d.seller;
@@ -565,14 +631,28 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         d.settlement = how;
         d.settledAt = block.timestamp.toUint64();
         emit Settled(dealId, how, paidTo, amount, bondPaidTo, bond, block.timestamp);
+        uint256 toBuyer;
+        uint256 toSeller;
+        if (how == Settlement.Released) {
+            toSeller = amount + bond + deposit;
+        } else if (how == Settlement.TimedOut) {
+            (toBuyer, toSeller) = (amount + bond, deposit);
+        } else if (how == Settlement.Refunded) {
+            (toBuyer, toSeller) = (amount + deposit, bond);
+        } else {
+            (toBuyer, toSeller) = (amount, bond + deposit);
+        }
+        if (deposit > 0) {
+            emit DepositSettled(dealId, how == Settlement.Refunded ? d.buyer : d.seller, deposit);
+        }
+        if (d.challengedAt != 0) {
+            uint256 extra = _disputeFunds(dealId, d, paidTo, how);
+            if (how == Settlement.Released) toSeller += extra;
+            else toBuyer += extra;
+        }
         IERC20 token = d.token;
-        uint256 toPaid = amount;
-        uint256 toOther;
-        if (paidTo == bondPaidTo) toPaid += bond;
-        else toOther = bond;
-        if (d.challengedAt != 0) toPaid += _disputeFunds(dealId, d, paidTo, how);
-        _credit(paidTo, token, toPaid);
-        if (toOther > 0) _credit(bondPaidTo, token, toOther);
+        if (toBuyer > 0) _credit(d.buyer, token, toBuyer);
+        if (toSeller > 0) _credit(d.seller, token, toSeller);
     }
 
     /// @dev What a disputed deal's settlement adds to `paidTo`'s credit: the challenge bond, and
@@ -613,9 +693,14 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         uint256 toSigners;
         uint256 acc;
         {
-            uint256 cap = registry.gasRefundCap(token);
-            uint256 pool = cap < fee ? fee - cap : 0;
+            uint256 pool = fee - pinnedGasRefund[dealId];
             (toSigners, acc) = _accrue(token, epoch, pool, signedStake, nonSigners);
+            // The signers are owed pool * P / S * S / P exactly (as a fraction of a wei);
+            // `toSigners` rounds it up: the fraction above is owed to no one.
+            // forge-lint: disable-next-line(divide-before-multiply)
+            uint256 fraction = toSigners * REWARD_PRECISION
+                - (pool * REWARD_PRECISION / signedStake) * signedStake;
+            if (fraction > 0) dustRemainder[token] += fraction;
         }
         emit FeeDistributed(dealId, token, epoch, msg.sender, fee - toSigners, toSigners, acc);
         if (fee > toSigners) _credit(msg.sender, token, fee - toSigners);
@@ -659,8 +744,8 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     }
 
     /// @dev Settles `resolver`'s rewards over `epochs`: sets each debt to the accumulator and
-    ///      returns `sum(floor(stake * (acc - debt) / P))`. Each floor leaves under 1 wei of the
-    ///      signers' share in `liabilities` (the tracked rounding remainder, see ECONOMICS.md).
+    ///      returns `sum(floor(stake * (acc - debt) / P))`. What each floor drops is added to
+    ///      `dustRemainder` (owed to no one; `flushSink` hands it to the sink).
     function _collect(
         IERC20 token,
         uint256 resolver,
@@ -669,6 +754,7 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         uint256 left,
         uint256[] calldata epochs
     ) internal returns (uint256 amount) {
+        uint256 remainder;
         for (uint256 i; i < epochs.length; ++i) {
             uint256 epoch = epochs[i];
             if (!_isMember(epoch, joined, left)) continue;
@@ -677,7 +763,9 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
             if (acc <= debt) continue;
             rewardDebt[token][epoch][resolver] = acc;
             amount += Math.mulDiv(stake, acc - debt, REWARD_PRECISION);
+            remainder += mulmod(stake, acc - debt, REWARD_PRECISION);
         }
+        if (remainder > 0) dustRemainder[token] += remainder;
     }
 
     function _credit(address account, IERC20 token, uint256 amount) internal virtual {

@@ -31,13 +31,18 @@ import {VerdictHash} from "./libraries/VerdictHash.sol";
 ///      registration and never changes while a member; a slashed or exiting resolver leaves the
 ///      committee through a new epoch, while past epochs keep their snapshot.
 ///      Slashing is batched: one call slashes every equivocator of a pair of aggregates with
-///      one epoch change, and credits the proceeds (`claimable`, withdrawn with `claim`):
-///      `whistleblowerBps` to the submitter unless the submitter is itself an equivocator or a
-///      slashed resolver, the rest to `slashSink` (set at deployment; use a burn address to
-///      burn). The owner (the deployer, Ownable2Step) only sets the network's economic
-///      parameters escrows and nodes read: the minimum resolver fee and the gas-refund cap per
-///      payment token, and the commit-reveal setting. It cannot take bonds, slash, or change
-///      an epoch after it started.
+///      one epoch change (or, for a coalition too large for one transaction, in bounded
+///      pieces with `slashEquivocationUpTo`), and credits the proceeds (`claimable`, withdrawn
+///      with `claim`): `whistleblowerBps` of each bond, at most `whistleblowerCap()`, to the
+///      submitter unless it is itself an equivocator or a slashed resolver, the rest to
+///      `slashSink` (set at deployment; use a burn address to
+///      burn; `flushSink` sends the sink its credit). The owner (the deployer, Ownable2Step)
+///      only sets the network's economic parameters escrows and nodes read: the minimum
+///      resolver fee and the gas-refund cap per payment token, the minimum resolve window and
+///      the whistleblower cap, each taking effect `parameterDelay()` after it is scheduled
+///      (at once while no committee ever existed), and the commit-reveal setting of the epochs
+///      that start afterwards; the minimum window and the commit-reveal setting are bounded in
+///      code. It cannot take bonds, slash, or change an epoch after it started.
 contract ResolverRegistry is
     IResolverRegistry,
     IResolverRegistryErrors,
@@ -63,6 +68,35 @@ contract ResolverRegistry is
         bool slashed;
         bool withdrawn;
         uint128 bond;
+        /// @dev Id + 1 of the slash record (`_slashRecords`) of the call that slashed it; 0 if
+        ///      never slashed. Packed with `bond`, so recording it costs no fresh slot.
+        uint64 slashRecord;
+    }
+
+    /// @notice What one `slashEquivocation` call recorded for every resolver it slashed.
+    struct SlashRecord {
+        bytes32 domainSeparator;
+        bytes32 dealId;
+        /// @dev The caller if it was credited a whistleblower share, else zero.
+        address whistleblower;
+        /// @dev `_epochs.length` when the call ran: the epochs it slashed members of are below.
+        uint64 nextEpoch;
+        /// @dev Position in the slashed-member log of the first member the call slashed.
+        uint32 firstSlashed;
+    }
+
+    /// @notice An owner parameter behind the timelock: `next` replaces `value` at `effectiveAt`.
+    struct Timelocked {
+        uint128 value;
+        uint128 next;
+        uint64 effectiveAt;
+    }
+
+    /// @notice The commit-reveal setting every epoch from `fromEpoch` on pins (until the next
+    ///         checkpoint).
+    struct CommitRevealCheckpoint {
+        uint64 fromEpoch;
+        uint32 commitPhaseMs;
     }
 
     /// @notice One committee epoch.
@@ -78,6 +112,16 @@ contract ResolverRegistry is
     uint256 internal constant MAX_DENOMINATOR = 1 << 64;
     /// @dev Bound of `activationDelay` (about 34,800 years): deal deadlines stay in uint64.
     uint256 internal constant MAX_ACTIVATION_DELAY = 1 << 40;
+    /// @notice Smallest `minResolveWindow` the owner may set (clamped to `maxResolveWindow`):
+    ///         a resolve window must leave time for confirmations, the commit-reveal phases and
+    ///         one submission.
+    uint256 public constant MIN_RESOLVE_WINDOW_FLOOR = 5 minutes;
+    /// @notice `minResolveWindow` at deployment (clamped to `maxResolveWindow`).
+    uint256 public constant DEFAULT_MIN_RESOLVE_WINDOW = 10 minutes;
+    /// @notice The commit-reveal bound: this many commit phases (commit, reveal, fallback) must
+    ///         fit in half of the minimum resolve window, so a node's fallback always fires well
+    ///         before any deal's resolve deadline.
+    uint256 public constant COMMIT_REVEAL_WINDOWS = 3;
 
     /// @notice The bond token.
     IERC20 public immutable bondToken;
@@ -121,17 +165,18 @@ contract ResolverRegistry is
     mapping(address operator => uint256) internal _indexPlusOne;
     /// @notice Slashing proceeds an account may `claim` (whistleblower shares, the sink's rest).
     mapping(address account => uint256) public claimable;
-    /// @notice Whether a resolver was slashed for a deal of a verdict domain.
-    mapping(bytes32 domainSeparator => mapping(bytes32 dealId => mapping(uint256 => bool))) public
-        slashedFor;
-    /// @inheritdoc IResolverRegistry
-    mapping(IERC20 token => uint256) public minResolverFee;
-    /// @inheritdoc IResolverRegistry
-    mapping(IERC20 token => uint256) public gasRefundCap;
-    /// @inheritdoc IResolverRegistry
-    uint32 public commitRevealMs;
-    /// @notice The whistleblower credited for slashing a resolver (zero if none was).
-    mapping(uint256 resolver => address) public slashedBy;
+    mapping(IERC20 token => Timelocked) internal _minResolverFee;
+    mapping(IERC20 token => Timelocked) internal _gasRefundCap;
+    Timelocked internal _minResolveWindow;
+    Timelocked internal _whistleblowerCap;
+    /// @dev Ascending `fromEpoch`; the setting of epoch e is the last checkpoint at or before e.
+    CommitRevealCheckpoint[] internal _commitReveal;
+    /// @dev One entry per slashing call (`Resolver.slashRecord` - 1 indexes it).
+    SlashRecord[] internal _slashRecords;
+    /// @dev The slashed-member log: every slashed resolver that was ever a member, in slashing
+    ///      order, as uint32 indices packed eight to a word.
+    mapping(uint256 word => uint256) internal _slashedLog;
+    uint256 internal _slashedLogLength;
 
     /// @dev Rejects parameters under which the registry's guarantees fail: a threshold of at
     ///      most half (two disjoint quorums), an unbonding delay that ends before a dispute's
@@ -174,6 +219,8 @@ contract ResolverRegistry is
         slashSink = p.slashSink;
         // Epoch 0: the empty committee before anyone registered.
         _epochs.push();
+        _minResolveWindow.value = _min(DEFAULT_MIN_RESOLVE_WINDOW, p.maxResolveWindow).toUint128();
+        _whistleblowerCap.value = type(uint128).max;
     }
 
     // ------------------------------------------------------------------ membership
@@ -219,7 +266,8 @@ contract ResolverRegistry is
             exitRequestedAt: 0,
             slashed: false,
             withdrawn: false,
-            bond: bond.toUint128()
+            bond: bond.toUint128(),
+            slashRecord: 0
         });
         uint256 activatesAt = block.timestamp + activationDelay;
         _activatesAt[index] = activatesAt.toUint64();
@@ -233,9 +281,15 @@ contract ResolverRegistry is
     }
 
     /// @notice Adds registered resolvers whose warm-up is over to the committee, as one new
-    ///         epoch. Permissionless: anyone may activate anyone whose time has come.
+    ///         epoch. Permissionless: anyone may activate anyone whose time has come. A
+    ///         registration can be activated only in `[activatesAt, activatesAt +
+    ///         activationDelay]`; after that it expires (`renewActivation` starts a new
+    ///         warm-up), so no stake waits unseen, activated at a moment of its choosing: every
+    ///         registration that can join before a deal's last challenge was made at most
+    ///         twice the warm-up before the deal was funded, and is public from then on.
     /// @param indices Resolvers to activate, strictly ascending; each registered, not yet a
-    ///        member, not exiting or slashed, and at least `activationDelay` after registering.
+    ///        member, not exiting or slashed, and at least `activationDelay` (and at most twice
+    ///        that) after registering or renewing.
     /// @return epoch The new epoch.
     function activate(uint256[] calldata indices) external returns (uint256 epoch) {
         uint256 n = indices.length;
@@ -255,6 +309,9 @@ contract ResolverRegistry is
             }
             uint256 at = _activatesAt[index];
             if (block.timestamp < at) revert ActivationPending(index, at);
+            if (block.timestamp > at + activationDelay) {
+                revert ActivationExpired(index, at + activationDelay);
+            }
             m.joinedEpoch = epoch.toUint64();
             stake += m.stake;
             // An empty committee's aggregate is the identity (all zero), which G1ADD accepts.
@@ -262,6 +319,21 @@ contract ResolverRegistry is
             emit ResolverActivated(index, epoch);
         }
         _pushEpoch(key, stake, last.members + n);
+    }
+
+    /// @notice Starts a new warm-up for the caller's expired registration (never activated, not
+    ///         exiting, not slashed): it can be activated `activationDelay` from now.
+    function renewActivation() external {
+        uint256 index = _indexOf(msg.sender);
+        Resolver storage r = _resolvers[index];
+        if (_memberships[index].joinedEpoch != 0 || r.exitRequestedAt != 0 || r.slashed) {
+            revert NotPending(index);
+        }
+        uint256 expiry = uint256(_activatesAt[index]) + activationDelay;
+        if (block.timestamp <= expiry) revert ActivationPending(index, expiry + 1);
+        uint256 activatesAt_ = block.timestamp + activationDelay;
+        _activatesAt[index] = activatesAt_.toUint64();
+        emit ActivationScheduled(index, activatesAt_);
     }
 
     /// @notice Leaves the committee (a new epoch without the caller starts now; a resolver that
@@ -305,29 +377,140 @@ contract ResolverRegistry is
 
     // ------------------------------------------------------------------ parameters
 
-    /// @notice Sets the smallest resolver fee escrows accept for deals in `token`.
+    /// @notice Schedules the smallest resolver fee escrows accept for deals in `token`
+    ///         (checked at funding only). Takes effect `parameterDelay()` from now.
     function setMinResolverFee(IERC20 token, uint256 minimum) external onlyOwner {
-        minResolverFee[token] = minimum;
-        emit MinResolverFeeSet(token, minimum);
+        uint256 at = _schedule(_minResolverFee[token], minimum);
+        emit MinResolverFeeSet(token, minimum, at);
     }
 
-    /// @notice Sets the most of a resolver fee in `token` credited to `resolve`'s submitter.
+    /// @notice Schedules the most of a resolver fee in `token` credited to `resolve`'s
+    ///         submitter. Takes effect `parameterDelay()` from now; a dispute pins the value in
+    ///         force when it is challenged.
     function setGasRefundCap(IERC20 token, uint256 cap) external onlyOwner {
-        gasRefundCap[token] = cap;
-        emit GasRefundCapSet(token, cap);
+        uint256 at = _schedule(_gasRefundCap[token], cap);
+        emit GasRefundCapSet(token, cap, at);
     }
 
-    /// @notice Sets the network's commit-reveal setting: 0 = off, otherwise the commit phase's
-    ///         timeout in milliseconds. Only stored here; the nodes implement it off-chain.
+    /// @notice Schedules the shortest resolve window escrows accept (checked at funding only),
+    ///         within `[min(MIN_RESOLVE_WINDOW_FLOOR, maxResolveWindow), maxResolveWindow]`
+    ///         and long enough for the latest commit-reveal setting. Takes effect
+    ///         `parameterDelay()` from now.
+    function setMinResolveWindow(uint256 window) external onlyOwner {
+        uint256 floor = _min(MIN_RESOLVE_WINDOW_FLOOR, maxResolveWindow);
+        if (window < floor || window > maxResolveWindow) {
+            revert ParameterOutOfRange("minResolveWindow", window, floor, maxResolveWindow);
+        }
+        uint256 latest = _latestCommitReveal();
+        if (!_commitRevealFits(latest, window)) {
+            uint256 needed = (2 * COMMIT_REVEAL_WINDOWS * latest + 999) / 1000;
+            revert ParameterOutOfRange("minResolveWindow", window, needed, maxResolveWindow);
+        }
+        uint256 at = _schedule(_minResolveWindow, window);
+        emit MinResolveWindowSet(window, at);
+    }
+
+    /// @notice Schedules the most a whistleblower is credited per resolver it slashes (in bond
+    ///         tokens; the share is `min(bond * whistleblowerBps / 10000, cap)`). Takes effect
+    ///         `parameterDelay()` from now.
+    function setWhistleblowerCap(uint256 cap) external onlyOwner {
+        uint256 at = _schedule(_whistleblowerCap, cap);
+        emit WhistleblowerCapSet(cap, at);
+    }
+
+    /// @notice Sets the commit-reveal setting of the epochs that start from now on (0 = off,
+    ///         otherwise the commit phase's timeout in milliseconds); the current epoch, and so
+    ///         every open dispute, keeps its pinned value (`commitRevealMsAt`). Bounded:
+    ///         `COMMIT_REVEAL_WINDOWS` phases must fit in half of both the minimum resolve
+    ///         window in force and the one scheduled. Only stored here; the nodes implement it.
     function setCommitRevealMs(uint32 commitPhaseMs) external onlyOwner {
-        commitRevealMs = commitPhaseMs;
-        emit CommitRevealSet(commitPhaseMs);
+        uint256 window = _smallestMinResolveWindow();
+        if (!_commitRevealFits(commitPhaseMs, window)) {
+            revert ParameterOutOfRange(
+                "commitRevealMs", commitPhaseMs, 0, window * 1000 / (2 * COMMIT_REVEAL_WINDOWS)
+            );
+        }
+        uint256 from = _epochs.length;
+        uint256 n = _commitReveal.length;
+        if (n > 0 && _commitReveal[n - 1].fromEpoch == from) {
+            _commitReveal[n - 1].commitPhaseMs = commitPhaseMs;
+        } else {
+            _commitReveal.push(
+                CommitRevealCheckpoint({fromEpoch: from.toUint64(), commitPhaseMs: commitPhaseMs})
+            );
+        }
+        emit CommitRevealSet(commitPhaseMs, from);
     }
 
     /// @inheritdoc IResolverRegistry
+    function minResolverFee(IERC20 token) external view returns (uint256) {
+        return _get(_minResolverFee[token]);
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function gasRefundCap(IERC20 token) external view returns (uint256) {
+        return _get(_gasRefundCap[token]);
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function minResolveWindow() external view returns (uint256) {
+        return _get(_minResolveWindow);
+    }
+
+    /// @notice The most a whistleblower is credited per resolver it slashes, in bond tokens.
+    function whistleblowerCap() public view returns (uint256) {
+        return _get(_whistleblowerCap);
+    }
+
+    /// @notice The pending change of a timelocked parameter (`which`: "minResolverFee" and
+    ///         "gasRefundCap" of `token`, "minResolveWindow", "whistleblowerCap"): the value
+    ///         and when it takes effect (0 if none is pending).
+    function scheduled(string calldata which, IERC20 token)
+        external
+        view
+        returns (uint256 next, uint256 effectiveAt)
+    {
+        bytes32 k = keccak256(bytes(which));
+        Timelocked storage p;
+        if (k == keccak256("minResolverFee")) p = _minResolverFee[token];
+        else if (k == keccak256("gasRefundCap")) p = _gasRefundCap[token];
+        else if (k == keccak256("minResolveWindow")) p = _minResolveWindow;
+        else if (k == keccak256("whistleblowerCap")) p = _whistleblowerCap;
+        else revert InvalidParameters(which);
+        if (p.effectiveAt == 0 || block.timestamp >= p.effectiveAt) return (0, 0);
+        return (p.next, p.effectiveAt);
+    }
+
+    /// @notice How long an owner change waits before it takes effect: the warm-up of new
+    ///         stake, at least every deal's funding-to-last-challenge span, so a deal pins at
+    ///         its challenge either the value in force when it was funded or one already
+    ///         announced then. Changes are immediate while no committee ever existed (no deal
+    ///         can have been funded).
+    function parameterDelay() public view returns (uint256) {
+        return activationDelay;
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function commitRevealMs() external view returns (uint32) {
+        return commitRevealMsAt(_epochs.length - 1);
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function commitRevealMsAt(uint256 epoch) public view returns (uint32) {
+        uint256 i = _commitReveal.length;
+        while (i > 0) {
+            CommitRevealCheckpoint storage c = _commitReveal[--i];
+            if (c.fromEpoch <= epoch) return c.commitPhaseMs;
+        }
+        return 0;
+    }
+
+    /// @inheritdoc IResolverRegistry
+    /// @dev Virtual only so that test/invariant can break it.
     function rewardInfo(uint256 resolver)
         external
         view
+        virtual
         returns (
             address operator,
             uint256 stake,
@@ -347,7 +530,7 @@ contract ResolverRegistry is
         view
         returns (address whistleblower, uint256 shareBps, address sink)
     {
-        whistleblower = slashedBy[resolver];
+        whistleblower = slashedBy(resolver);
         shareBps = whistleblower == address(0) ? 0 : whistleblowerBps;
         sink = slashSink;
     }
@@ -423,11 +606,14 @@ contract ResolverRegistry is
     ///         verified against its own epoch. A resolver is slashed at most once (its whole
     ///         remaining bond); resolvers already slashed are skipped. The ones still in the
     ///         committee leave it through one new epoch. Proceeds are credited, not sent:
-    ///         `whistleblowerBps` to the caller (nothing if the caller operates an equivocator
-    ///         or a slashed resolver), the rest to `slashSink`. Permissionless.
-    /// @dev Gas is linear in the two signer lists (a stored-key load and a G1ADD per signer)
-    ///      plus ~35k per slashed resolver; 300 equivocators fit in a 30M-gas transaction
-    ///      (test/SlashGas.t.sol).
+    ///         `min(bond * whistleblowerBps / 10000, whistleblowerCap())` per resolver to the
+    ///         caller (nothing if the caller operates an equivocator or a slashed resolver),
+    ///         the rest to `slashSink`. Permissionless.
+    /// @dev Gas: the two evidence checks (a stored-key load, a membership read and a G1ADD per
+    ///      listed signer, two pairings) plus about 33k per slashed resolver; measured in
+    ///      test/EscrowGas.t.sol (`slashEquivocation-<n>-of-<n>`) and
+    ///      test/EconomicsSoundness.t.sol. A coalition too large for one transaction is slashed
+    ///      across several with `slashEquivocationUpTo`.
     /// @param domainSeparator EIP-712 domain separator of the escrow the verdicts were signed for.
     /// @return slashed Number of resolvers slashed by this call.
     function slashEquivocation(bytes32 domainSeparator, Evidence calldata a, Evidence calldata b)
@@ -435,6 +621,29 @@ contract ResolverRegistry is
         nonReentrant
         returns (uint256 slashed)
     {
+        return _slashEquivocation(domainSeparator, a, b, type(uint256).max);
+    }
+
+    /// @notice `slashEquivocation`, slashing at most `maxSlashed` resolvers not yet slashed (the
+    ///         lowest indices first). Calling it again with the same evidence continues where
+    ///         the last call stopped, so any coalition is slashed in transactions of bounded
+    ///         gas. Reverts `NoEquivocator` once every equivocator of the pair is slashed.
+    function slashEquivocationUpTo(
+        bytes32 domainSeparator,
+        Evidence calldata a,
+        Evidence calldata b,
+        uint256 maxSlashed
+    ) external nonReentrant returns (uint256 slashed) {
+        if (maxSlashed == 0) revert NoEquivocator();
+        return _slashEquivocation(domainSeparator, a, b, maxSlashed);
+    }
+
+    function _slashEquivocation(
+        bytes32 domainSeparator,
+        Evidence calldata a,
+        Evidence calldata b,
+        uint256 maxSlashed
+    ) internal returns (uint256 slashed) {
         bytes32 dealId = a.commitment.dealId;
         if (dealId != b.commitment.dealId) revert NotAConflict(dealId, b.commitment.dealId);
         bytes32 digestA = VerdictHash.digest(domainSeparator, a.commitment);
@@ -444,12 +653,25 @@ contract ResolverRegistry is
         _verifyEvidence(b, digestB);
         Tally memory t;
         t.rewarded = _mayCollectReward(msg.sender, a.signers, b.signers);
+        t.cap = t.rewarded ? whistleblowerCap() : 0;
         t.nextEpoch = _epochs.length;
-        t.leaving = new uint256[](_min(a.signers.length, b.signers.length));
+        t.leaving = new uint256[](_min(_min(a.signers.length, b.signers.length), maxSlashed));
+        // One record for everyone this call slashes (reverted below if it slashes nobody).
+        t.former = new uint256[](t.leaving.length);
+        _slashRecords.push(
+            SlashRecord({
+                domainSeparator: domainSeparator,
+                dealId: dealId,
+                whistleblower: t.rewarded ? msg.sender : address(0),
+                nextEpoch: t.nextEpoch.toUint64(),
+                firstSlashed: _slashedLogLength.toUint32()
+            })
+        );
+        t.record = _slashRecords.length.toUint64();
         // Both signer lists are strictly ascending: merge them.
         uint256 i;
         uint256 j;
-        while (i < a.signers.length && j < b.signers.length) {
+        while (i < a.signers.length && j < b.signers.length && t.slashed < maxSlashed) {
             uint256 x = a.signers[i];
             uint256 y = b.signers[j];
             if (x < y) {
@@ -459,11 +681,12 @@ contract ResolverRegistry is
             } else {
                 ++i;
                 ++j;
-                _slash(domainSeparator, dealId, x, t);
+                _slash(dealId, x, t);
             }
         }
         slashed = t.slashed;
         if (slashed == 0) revert NoEquivocator();
+        _appendSlashed(t.former, t.nFormer);
         if (t.nLeaving > 0) {
             uint256[] memory leaving = t.leaving;
             uint256 nLeaving = t.nLeaving;
@@ -479,6 +702,67 @@ contract ResolverRegistry is
         }
         if (t.rewards > 0) claimable[msg.sender] += t.rewards;
         if (t.toSink > 0) claimable[slashSink] += t.toSink;
+    }
+
+    /// @notice Sends the slash sink's credited proceeds to it. Permissionless, so proceeds
+    ///         leave the registry even when the sink is a burn address no one can call from.
+    /// @return amount The amount sent.
+    function flushSink() external nonReentrant returns (uint256 amount) {
+        address sink = slashSink;
+        amount = claimable[sink];
+        if (amount == 0) revert NothingToClaim(sink);
+        claimable[sink] = 0;
+        emit Claimed(sink, sink, amount);
+        bondToken.safeTransfer(sink, amount);
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function slashedStake(uint256 epoch, uint256[] calldata nonSigners)
+        external
+        view
+        returns (uint256 total, uint256 signed)
+    {
+        uint256 n = _slashRecords.length;
+        if (n == 0 || _slashRecords[n - 1].nextEpoch <= epoch) return (0, 0);
+        // The first call that ran while `epoch` or a later one was current (nextEpoch only
+        // grows); every member of `epoch` slashed since is in the log from its position on.
+        uint256 lo;
+        uint256 hi = n - 1;
+        while (lo < hi) {
+            uint256 mid = (lo + hi) / 2;
+            if (_slashRecords[mid].nextEpoch > epoch) hi = mid;
+            else lo = mid + 1;
+        }
+        uint256 start = _slashRecords[lo].firstSlashed;
+        uint256 end = _slashedLogLength;
+        uint256 word = _slashedLog[start / 8];
+        for (uint256 p = start; p < end; ++p) {
+            if (p % 8 == 0 && p != start) word = _slashedLog[p / 8];
+            uint256 index = (word >> (32 * (p % 8))) & 0xffffffff;
+            if (!isMember(index, epoch)) continue;
+            uint256 stake = _memberships[index].stake;
+            total += stake;
+            if (!_contains(nonSigners, index)) signed += stake;
+        }
+    }
+
+    /// @notice Whether `index` was slashed by evidence for `dealId` of the verdict domain
+    ///         `domainSeparator`.
+    function slashedFor(bytes32 domainSeparator, bytes32 dealId, uint256 index)
+        external
+        view
+        returns (bool)
+    {
+        uint256 rec = _resolvers[index].slashRecord;
+        if (rec == 0) return false;
+        SlashRecord storage x = _slashRecords[rec - 1];
+        return x.domainSeparator == domainSeparator && x.dealId == dealId;
+    }
+
+    /// @notice The whistleblower credited for slashing `index` (zero if none was).
+    function slashedBy(uint256 index) public view returns (address) {
+        uint256 rec = _resolvers[index].slashRecord;
+        return rec == 0 ? address(0) : _slashRecords[rec - 1].whistleblower;
     }
 
     // ------------------------------------------------------------------ views
@@ -511,6 +795,43 @@ contract ResolverRegistry is
     }
 
     // ------------------------------------------------------------------ internals
+
+    /// @dev A timelocked parameter's value now.
+    function _get(Timelocked storage p) internal view returns (uint256) {
+        uint256 at = p.effectiveAt;
+        return at != 0 && block.timestamp >= at ? p.next : p.value;
+    }
+
+    /// @dev Schedules `v` (clamped to uint128) for `parameterDelay()` from now, or now while no
+    ///      committee ever existed. Replaces a change still pending.
+    function _schedule(Timelocked storage p, uint256 v) internal returns (uint256 at) {
+        p.value = uint128(_get(p));
+        at = _epochs.length == 1 ? block.timestamp : block.timestamp + parameterDelay();
+        // forge-lint: disable-next-line(unsafe-typecast)
+        p.next = v > type(uint128).max ? type(uint128).max : uint128(v);
+        p.effectiveAt = at.toUint64();
+    }
+
+    /// @dev The smaller of the minimum resolve window in force and the one scheduled.
+    function _smallestMinResolveWindow() internal view returns (uint256 window) {
+        Timelocked storage p = _minResolveWindow;
+        window = _get(p);
+        if (p.effectiveAt > block.timestamp && p.next < window) window = p.next;
+    }
+
+    /// @dev The commit-reveal setting of the epochs that start next.
+    function _latestCommitReveal() internal view returns (uint256) {
+        uint256 n = _commitReveal.length;
+        return n == 0 ? 0 : _commitReveal[n - 1].commitPhaseMs;
+    }
+
+    function _commitRevealFits(uint256 commitPhaseMs, uint256 windowSeconds)
+        internal
+        pure
+        returns (bool)
+    {
+        return 2 * COMMIT_REVEAL_WINDOWS * commitPhaseMs <= windowSeconds * 1000;
+    }
 
     function _indexOf(address operator) internal view returns (uint256) {
         uint256 i = _indexPlusOne[operator];
@@ -586,28 +907,55 @@ contract ResolverRegistry is
         uint256 toSink;
         uint256 nextEpoch;
         uint256 slashed;
+        uint256 cap;
+        uint256[] former;
+        uint256 nFormer;
+        uint64 record;
         bool rewarded;
     }
 
+    /// @dev Appends `list[0..n)` to the slashed-member log (eight uint32 indices per word).
+    function _appendSlashed(uint256[] memory list, uint256 n) internal {
+        if (n == 0) return;
+        uint256 length = _slashedLogLength;
+        uint256 slot = length / 8;
+        uint256 word = _slashedLog[slot];
+        for (uint256 i; i < n; ++i) {
+            uint256 pos = (length + i) % 8;
+            if (pos == 0 && i > 0) {
+                _slashedLog[slot++] = word;
+                word = 0;
+            }
+            word |= uint256(list[i].toUint32()) << (32 * pos);
+        }
+        _slashedLog[slot] = word;
+        _slashedLogLength = length + n;
+    }
+
     /// @dev Takes `index`'s whole bond into `t` (skips it if already slashed) and, if it is
-    ///      still a member, schedules its exit in the epoch the call will push.
-    function _slash(bytes32 domainSeparator, bytes32 dealId, uint256 index, Tally memory t)
-        internal
-    {
+    ///      still a member, schedules its exit in the epoch the call will push. Writes only
+    ///      slots the resolver already has (no fresh storage per slashed resolver).
+    function _slash(bytes32 dealId, uint256 index, Tally memory t) internal {
         Resolver storage r = _resolvers[index];
         if (r.slashed) return;
-        slashedFor[domainSeparator][dealId][index] = true;
         uint256 amount = r.bond;
         r.bond = 0;
+        r.slashRecord = t.record;
         r.slashed = true;
         Membership storage m = _memberships[index];
-        if (m.joinedEpoch != 0 && m.leftEpoch == 0) {
-            m.leftEpoch = t.nextEpoch.toUint64();
-            t.leaving[t.nLeaving++] = index;
-            t.stakeLeaving += m.stake;
+        if (m.joinedEpoch != 0) {
+            t.former[t.nFormer++] = index;
+            if (m.leftEpoch == 0) {
+                m.leftEpoch = t.nextEpoch.toUint64();
+                t.leaving[t.nLeaving++] = index;
+                t.stakeLeaving += m.stake;
+            }
         }
-        if (t.rewarded) slashedBy[index] = msg.sender;
-        uint256 reward = t.rewarded ? amount * whistleblowerBps / BPS : 0;
+        uint256 reward;
+        if (t.rewarded) {
+            reward = amount * whistleblowerBps / BPS;
+            if (reward > t.cap) reward = t.cap;
+        }
         t.rewards += reward;
         t.toSink += amount - reward;
         ++t.slashed;

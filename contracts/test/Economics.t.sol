@@ -117,12 +117,19 @@ contract EconomicsTest is EscrowBase {
     ///         capped refund, every signer fee * stake / signedStake (all 8 sign here).
     function testReproducedPaysSignersSellerAndSubmitter() public {
         registry.setGasRefundCap(tok, 1e18);
+        _afterParameterDelay();
         Terms memory t = _feeTerms(0, 8e18, 5e18);
         bytes32 id = _disputed(0, 8e18, 5e18);
-        require(tok.balanceOf(ESCROW) == t.amount + t.sellerBond + 13e18, "fee + bond pulled");
+        require(
+            tok.balanceOf(ESCROW) == t.amount + t.sellerBond + 8e18 + 13e18,
+            "deposit, fee + bond pulled"
+        );
         _resolve(0, true, id, 0xff);
         require(escrow.deal(id).settlement == Settlement.Released, "released");
-        require(_owed(SELLER) == t.amount + t.sellerBond + 5e18, "seller: amount, DA bond, bond");
+        require(
+            _owed(SELLER) == t.amount + t.sellerBond + 8e18 + 5e18,
+            "seller: amount, DA bond, deposit, bond"
+        );
         require(_owed(BUYER) == 0, "buyer nothing");
         require(escrow.claimable(SUBMITTER, tok) == 1e18, "refund");
         for (uint256 i; i < 8; ++i) {
@@ -137,15 +144,16 @@ contract EconomicsTest is EscrowBase {
         _conserves();
     }
 
-    /// @notice Failed: buyer gets amount + challenge bond back, seller its DA bond, the fee goes
-    ///         to the six signers only; the two non-signers are owed nothing.
+    /// @notice Failed: buyer gets amount + challenge bond back and its fee from the seller's
+    ///         deposit, seller its DA bond, the fee goes to the six signers only; the two
+    ///         non-signers are owed nothing.
     function testVerdictFailedReturnsBondAndSkipsNonSigners() public {
         Terms memory t = _feeTerms(1, 6e18, 5e18);
         bytes32 id = _disputed(1, 6e18, 5e18);
         _resolve(1, false, id, 0x3f); // 0..5 sign, 6 and 7 do not
         require(escrow.deal(id).settlement == Settlement.Refunded, "refunded");
-        require(_owed(BUYER) == t.amount + 5e18, "buyer: amount + bond");
-        require(_owed(SELLER) == t.sellerBond, "seller: DA bond");
+        require(_owed(BUYER) == t.amount + 5e18 + 6e18, "buyer: amount + bond + fee back");
+        require(_owed(SELLER) == t.sellerBond, "seller: DA bond, deposit lost");
         require(escrow.claimable(SUBMITTER, tok) == 0, "no refund cap: nothing");
         for (uint256 i; i < 6; ++i) {
             require(_pending(i) == 1e18, "signer share");
@@ -165,7 +173,7 @@ contract EconomicsTest is EscrowBase {
         vm.warp(escrow.deal(id).resolveDeadline + 1);
         escrow.timeoutRefund(id);
         require(_owed(BUYER) == t.amount + t.sellerBond + 2e18 + 3e18, "all to the buyer");
-        require(_owed(SELLER) == 0, "DA bond forfeited");
+        require(_owed(SELLER) == t.resolverFee, "DA bond forfeited, deposit returned");
         for (uint256 i; i < 8; ++i) {
             require(_pending(i) == 0, "no rewards");
         }
@@ -197,7 +205,9 @@ contract EconomicsTest is EscrowBase {
         vm.prank(BUYER);
         escrow.challenge(id);
         require(escrow.deal(id).settlement == Settlement.Cancelled, "cancelled");
-        require(_owed(BUYER) == t.amount && _owed(SELLER) == t.sellerBond, "as before");
+        require(
+            _owed(BUYER) == t.amount && _owed(SELLER) == t.sellerBond + t.resolverFee, "as before"
+        );
         _conserves();
     }
 
@@ -209,6 +219,7 @@ contract EconomicsTest is EscrowBase {
         vm.prank(BUYER);
         registry.setMinResolverFee(tok, 2e18);
         registry.setMinResolverFee(tok, 2e18);
+        _afterParameterDelay();
         Terms memory t = _feeTerms(0, 2e18 - 1, 0);
         _allowBackend(t);
         token.mint(BUYER, t.amount);
@@ -223,20 +234,21 @@ contract EconomicsTest is EscrowBase {
         _fund(t);
     }
 
-    /// @notice The commit-reveal setting is owner-set, with an event.
+    /// @notice The commit-reveal setting is owner-set, for the epochs that start afterwards.
     function testCommitRevealSetting() public {
         require(registry.commitRevealMs() == 0, "off by default");
         vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, BUYER));
         vm.prank(BUYER);
         registry.setCommitRevealMs(1500);
         registry.setCommitRevealMs(1500);
-        require(registry.commitRevealMs() == 1500, "set");
+        require(registry.commitRevealMsAt(9) == 1500 && registry.commitRevealMs() == 0, "set");
     }
 
     /// @notice The gas refund is capped by the fee: with a cap above it all goes to the
     ///         submitter and nothing accrues.
     function testRefundCappedByFee() public {
         registry.setGasRefundCap(tok, 100e18);
+        _afterParameterDelay();
         bytes32 id = _disputed(0, 3e18, 0);
         _resolve(0, true, id, 0xff);
         require(escrow.claimable(SUBMITTER, tok) == 3e18, "whole fee");
@@ -356,6 +368,7 @@ contract EconomicsTest is EscrowBase {
         }
         if (n < 6) m |= 1 << 6;
         registry.setGasRefundCap(tok, cap);
+        _afterParameterDelay();
         bytes32 id = _disputed(0, fee, 1);
         _resolve(0, true, id, m);
         uint256 refund = escrow.claimable(SUBMITTER, tok);

@@ -140,6 +140,7 @@ contract EconomicsHostileTest is EscrowBase {
         hx = new HostileToken();
         hxi = IERC20(address(hx));
         registry.setGasRefundCap(hxi, CAP);
+        _afterParameterDelay();
     }
 
     // ------------------------------------------------------------------ helpers
@@ -165,9 +166,9 @@ contract EconomicsHostileTest is EscrowBase {
         id = escrow.fund(t, "", "");
         vm.stopPrank();
         vm.warp(block.timestamp + 1);
-        hx.mint(SELLER, t.sellerBond);
+        hx.mint(SELLER, t.sellerBond + t.resolverFee);
         vm.startPrank(SELLER);
-        hx.approve(ESCROW, t.sellerBond);
+        hx.approve(ESCROW, t.sellerBond + t.resolverFee);
         escrow.deliver(
             id, vm.parseJsonBytes32(ev, string.concat(_at(".deals", k), ".deliveryHash")), ""
         );
@@ -321,7 +322,7 @@ contract EconomicsHostileTest is EscrowBase {
         for (uint256 i; i < 8; ++i) {
             if (i != 3 && i != 4) require(_claimRewards(i) == SHARE, "share");
         }
-        require(_claim(SELLER) == t.amount + t.sellerBond + CBOND, "seller");
+        require(_claim(SELLER) == t.amount + t.sellerBond + t.resolverFee + CBOND, "seller");
         require(_claim(SUBMITTER) == CAP, "refund");
         require(escrow.liabilities(hxi) == 0 && hx.balanceOf(ESCROW) == 0, "all paid, once");
     }
@@ -333,7 +334,7 @@ contract EconomicsHostileTest is EscrowBase {
         (bytes32 id, Terms memory t) = _disputeIn(0, FEE, CBOND);
         address op0 = _operator(0);
         _resolve(0, id, 0xff, op0); // operator 0 submits: it holds the refund and a reward
-        uint256 credit = t.amount + t.sellerBond + CBOND;
+        uint256 credit = t.amount + t.sellerBond + t.resolverFee + CBOND;
         require(escrow.claimable(SELLER, hxi) == credit, "seller credit");
 
         vm.etch(SELLER, type(Reenterer).runtimeCode);
@@ -393,7 +394,7 @@ contract EconomicsHostileTest is EscrowBase {
         }
         require(_claim(SLASHER) == 3 * SHARE / 10, "whistleblower rest");
         require(_claim(SINK) == 4 * SHARE * 9 / 10, "sink");
-        require(_claim(SELLER) == t.amount + t.sellerBond + CBOND, "seller");
+        require(_claim(SELLER) == t.amount + t.sellerBond + t.resolverFee + CBOND, "seller");
         require(_claim(SUBMITTER) == CAP, "refund");
         require(escrow.liabilities(hxi) == 0 && hx.balanceOf(ESCROW) == 0, "all paid, once");
     }
@@ -435,7 +436,7 @@ contract EconomicsHostileTest is EscrowBase {
 
         hx.setFailures(false, false, false);
         require(_claimRewards(3) == SHARE && hx.balanceOf(op) == SHARE, "claimed later");
-        require(_claim(SELLER) == t.amount + t.sellerBond + CBOND, "seller later");
+        require(_claim(SELLER) == t.amount + t.sellerBond + t.resolverFee + CBOND, "seller later");
         _solvent(0);
     }
 
@@ -457,15 +458,20 @@ contract EconomicsHostileTest is EscrowBase {
         vm.prank(BUYER);
         escrow.challenge(id);
         require(escrow.deal(id).state == DealState.Disputed, "disputed");
-        require(escrow.liabilities(hxi) == t.amount + t.sellerBond + due, "fee + bond booked");
-        _solvent(t.amount + t.sellerBond + due);
+        require(
+            escrow.liabilities(hxi) == t.amount + t.sellerBond + t.resolverFee + due,
+            "fee + bond booked"
+        );
+        _solvent(t.amount + t.sellerBond + t.resolverFee + due);
     }
 
     function _nothingTaken(bytes32 id, Terms memory t, uint256 due) internal view {
         require(escrow.deal(id).state == DealState.Delivered, "still Delivered");
         require(escrow.deal(id).challengedAt == 0, "not challenged");
-        require(escrow.liabilities(hxi) == t.amount + t.sellerBond, "nothing booked");
-        require(hx.balanceOf(ESCROW) == t.amount + t.sellerBond, "nothing received");
+        require(
+            escrow.liabilities(hxi) == t.amount + t.sellerBond + t.resolverFee, "nothing booked"
+        );
+        require(hx.balanceOf(ESCROW) == t.amount + t.sellerBond + t.resolverFee, "nothing received");
         require(hx.balanceOf(BUYER) == due, "buyer kept its funds");
         require(hx.allowance(BUYER, ESCROW) == due, "allowance untouched");
         require(escrow.rewardPerStake(hxi, 8) == 0, "no accumulator slot");
@@ -504,8 +510,11 @@ contract EconomicsHostileTest is EscrowBase {
         escrow.challenge(id);
         hx.setFees(0, 0);
         require(hx.balanceOf(BUYER) == 0, "buyer paid due + surcharge");
-        require(hx.balanceOf(ESCROW) == t.amount + t.sellerBond + due, "received exactly due");
-        _solvent(t.amount + t.sellerBond + due);
+        require(
+            hx.balanceOf(ESCROW) == t.amount + t.sellerBond + t.resolverFee + due,
+            "received exactly due"
+        );
+        _solvent(t.amount + t.sellerBond + t.resolverFee + due);
         _resolve(0, id, 0xff, SUBMITTER);
         _solvent(0);
         for (uint256 i; i < 8; ++i) {
@@ -550,7 +559,10 @@ contract EconomicsHostileTest is EscrowBase {
         vm.prank(SELLER);
         vm.expectRevert(); // ERC20InsufficientBalance inside the token
         escrow.claim(hxi, SELLER);
-        require(escrow.claimable(SELLER, hxi) == t.amount + t.sellerBond + CBOND, "still owed");
+        require(
+            escrow.claimable(SELLER, hxi) == t.amount + t.sellerBond + t.resolverFee + CBOND,
+            "still owed"
+        );
     }
 
     // ------------------------------------------------------------------ 4. repeated claims

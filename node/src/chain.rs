@@ -522,10 +522,16 @@ impl Chain {
         to_u64(self.view(self.registry, IRegistry::currentEpochCall {}, block).await?)
     }
 
-    /// The network's commit-reveal window (the registry's `commitRevealMs`;
-    /// `None` when 0: off).
-    pub async fn commit_reveal(&self, block: Option<u64>) -> Result<Option<Duration>, ChainError> {
-        let ms = self.view(self.registry, IRegistry::commitRevealMsCall {}, block).await?;
+    /// The commit-reveal window pinned for disputes of `epoch` (the
+    /// registry's `commitRevealMsAt(epoch)`, fixed once the epoch started;
+    /// `None` when 0: off), read at `block`.
+    pub async fn commit_reveal(
+        &self,
+        epoch: u64,
+        block: Option<u64>,
+    ) -> Result<Option<Duration>, ChainError> {
+        let call = IRegistry::commitRevealMsAtCall { epoch: U256::from(epoch) };
+        let ms = self.view(self.registry, call, block).await?;
         Ok((ms > 0).then(|| Duration::from_millis(u64::from(ms))))
     }
 

@@ -96,6 +96,7 @@ alloy_sol_types::sol! {
         bool slashed;
         bool withdrawn;
         uint128 bond;
+        uint64 slashRecord;
     }
 
     #[derive(Debug)]
@@ -221,6 +222,8 @@ alloy_sol_types::sol! {
         function minResolverFee(address token) external view returns (uint256);
         function gasRefundCap(address token) external view returns (uint256);
         function commitRevealMs() external view returns (uint32);
+        function commitRevealMsAt(uint256 epoch) external view returns (uint32);
+        function minResolveWindow() external view returns (uint256);
         function setMinResolverFee(address token, uint256 minimum) external;
         function setGasRefundCap(address token, uint256 cap) external;
         function setCommitRevealMs(uint32 commitPhaseMs) external;

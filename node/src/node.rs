@@ -519,7 +519,7 @@ impl Node {
         let (head, at, epoch, reveal) = with_retries("reading the current epoch", 10, || async {
             let c = chain.confirmed(confirmations).await?;
             let epoch = chain.current_epoch(Some(c.block)).await?;
-            Ok((c.head, c.block, epoch, chain.commit_reveal(Some(c.block)).await?))
+            Ok((c.head, c.block, epoch, chain.commit_reveal(epoch, Some(c.block)).await?))
         })
         .await?;
         self.engine.on_head(head, 0);
@@ -723,9 +723,11 @@ impl Node {
                 tokio::spawn(async move {
                     let result = async {
                         let at = chain.confirmed(confirmations).await?.block;
-                        // The network's commit-reveal setting, read with every
-                        // committee (a new epoch picks up a change).
-                        let reveal = chain.commit_reveal(Some(at)).await?;
+                        // The commit-reveal setting pinned by the current epoch
+                        // (the one new disputes pin), read with every committee:
+                        // an owner change applies from the next epoch on.
+                        let current = chain.current_epoch(Some(at)).await?;
+                        let reveal = chain.commit_reveal(current, Some(at)).await?;
                         Ok::<_, crate::chain::ChainError>((
                             chain.committee(epoch, Some(at)).await?,
                             reveal,

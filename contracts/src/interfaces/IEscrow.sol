@@ -18,14 +18,17 @@ enum Settlement {
     None,
     /// @dev Seller paid: buyer accepted, challenge window passed, or verdict Reproduced.
     Released,
-    /// @dev Buyer refunded by a Failed verdict; the seller's DA bond returned.
+    /// @dev Buyer refunded by a Failed verdict and reimbursed its resolver fee from the
+    ///      seller's dispute deposit; the seller's DA bond returned.
     Refunded,
     /// @dev Buyer reclaimed an undelivered deal after the deliver deadline.
     Reclaimed,
-    /// @dev No certificate by the resolve deadline: buyer refunded and paid the seller's DA bond.
+    /// @dev No certificate by the resolve deadline: buyer refunded and paid the seller's DA bond;
+    ///      the seller's dispute deposit returned.
     TimedOut,
     /// @dev Challenged while the registry's committee held less than its minimum stake, so no
-    ///      verdict was possible: buyer refunded, DA bond returned, nobody marked.
+    ///      verdict was possible: buyer refunded, DA bond and dispute deposit returned, nobody
+    ///      marked.
     Cancelled
 }
 
@@ -45,7 +48,8 @@ struct Terms {
     uint256 sellerBond;
     /// @dev Paid by the buyer at `challenge`; on a certificate split among its signers by stake
     ///      (less the submitter's gas refund), on a timeout returned to the buyer. At least the
-    ///      registry's `minResolverFee(token)`.
+    ///      registry's `minResolverFee(token)`. The seller locks the same amount at delivery as
+    ///      a dispute deposit, which reimburses the buyer on a Failed verdict (the loser pays).
     uint256 resolverFee;
     /// @dev Anti-griefing bond the buyer posts at `challenge`: returned on Failed and on a
     ///      timeout, paid to the seller on Reproduced.
@@ -125,6 +129,9 @@ interface IEscrowErrors {
     error RewardsForfeited(uint256 resolver);
     error NotSlashed(uint256 resolver);
     error NoRewards(uint256 resolver, IERC20 token);
+    /// @notice Without the members of its epoch slashed since, the certificate's unslashed
+    ///         signers hold `signedStake` of the unslashed `totalStake`: below the threshold.
+    error SlashedSignersDecide(uint256 signedStake, uint256 totalStake);
 }
 
 /// @notice Events of the Escrow.
@@ -211,6 +218,10 @@ interface IEscrowEvents {
         uint256 toSigners,
         uint256 rewardPerStake
     );
+    /// @notice The seller's dispute deposit (equal to the resolver fee, locked at delivery) was
+    ///         credited: to the buyer on a Failed verdict (it reimburses the buyer's fee), to the
+    ///         seller otherwise.
+    event DepositSettled(bytes32 indexed dealId, address indexed paidTo, uint256 amount);
     /// @notice A timed-out dispute's resolver fee was credited back to the buyer.
     event FeeRefunded(bytes32 indexed dealId, address indexed buyer, uint256 amount);
     /// @notice The challenge bond was credited: back to the buyer (Failed, timeout) or to the

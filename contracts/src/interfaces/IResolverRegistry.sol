@@ -62,6 +62,8 @@ interface IResolverRegistryErrors {
     error NothingToActivate();
     error NothingToClaim(address account);
     error ZeroAddress();
+    error ActivationExpired(uint256 resolver, uint256 expiredAt);
+    error ParameterOutOfRange(string which, uint256 value, uint256 minimum, uint256 maximum);
 }
 
 /// @notice Events of the ResolverRegistry.
@@ -82,13 +84,19 @@ interface IResolverRegistryEvents {
         uint256 reward,
         uint256 toSink
     );
-    /// @notice The owner set the smallest resolver fee escrows accept in `token`.
-    event MinResolverFeeSet(IERC20 indexed token, uint256 minimum);
-    /// @notice The owner set the most of a fee in `token` paid to `resolve`'s submitter.
-    event GasRefundCapSet(IERC20 indexed token, uint256 cap);
-    /// @notice The owner set the network's commit-reveal setting (0 = off, else the commit
-    ///         phase's timeout in milliseconds).
-    event CommitRevealSet(uint32 commitPhaseMs);
+    /// @notice The owner scheduled the smallest resolver fee escrows accept in `token`, in
+    ///         force from `effectiveAt`.
+    event MinResolverFeeSet(IERC20 indexed token, uint256 minimum, uint256 effectiveAt);
+    /// @notice The owner scheduled the most of a fee in `token` paid to `resolve`'s submitter,
+    ///         in force from `effectiveAt` (a dispute pins the value at its challenge).
+    event GasRefundCapSet(IERC20 indexed token, uint256 cap, uint256 effectiveAt);
+    /// @notice The owner scheduled the shortest resolve window escrows accept.
+    event MinResolveWindowSet(uint256 window, uint256 effectiveAt);
+    /// @notice The owner scheduled the most a whistleblower gets per slashed resolver.
+    event WhistleblowerCapSet(uint256 cap, uint256 effectiveAt);
+    /// @notice The owner set the commit-reveal setting (0 = off, else the commit phase's
+    ///         timeout in milliseconds) of every epoch from `fromEpoch` on.
+    event CommitRevealSet(uint32 commitPhaseMs, uint256 fromEpoch);
 }
 
 /// @notice An aggregate signature over one commitment by an explicit signer set.
@@ -135,16 +143,40 @@ interface IResolverRegistry {
     ) external view returns (uint256 signedStake, uint256 totalStake);
 
     /// @notice The smallest resolver fee a deal in `token` may be funded with (owner-set,
-    ///         default 0).
+    ///         timelocked, default 0).
     function minResolverFee(IERC20 token) external view returns (uint256);
 
     /// @notice The most of a deal's resolver fee in `token` credited to the submitter of
-    ///         `resolve` as a gas refund (owner-set, default 0).
+    ///         `resolve` as a gas refund (owner-set, timelocked, default 0). An escrow pins it
+    ///         per dispute at `challenge`.
     function gasRefundCap(IERC20 token) external view returns (uint256);
 
-    /// @notice Network-wide commit-reveal setting the nodes agree on: 0 = off, otherwise the
-    ///         commit phase's timeout in milliseconds (owner-set).
+    /// @notice The shortest resolve window an escrow may fund a deal with (owner-set within
+    ///         fixed bounds, timelocked).
+    function minResolveWindow() external view returns (uint256);
+
+    /// @notice The commit-reveal setting pinned by the current epoch (`commitRevealMsAt`).
     function commitRevealMs() external view returns (uint32);
+
+    /// @notice The commit-reveal setting the nodes apply to disputes pinned to `epoch`: 0 =
+    ///         off, otherwise the commit phase's timeout in milliseconds. Fixed once the epoch
+    ///         started; an owner change applies to later epochs only.
+    function commitRevealMsAt(uint256 epoch) external view returns (uint32);
+
+    /// @notice The quorum rule: `signedStake / totalStake >= threshold`, exactly.
+    function meetsThreshold(uint256 signedStake, uint256 totalStake) external view returns (bool);
+
+    /// @notice The stake of `epoch`'s members slashed since `epoch` started, in total and the
+    ///         part not named in `nonSigners` (strictly ascending; a certificate's non-signers).
+    ///         O(members slashed since): 0 without a cost beyond two reads when there were none.
+    function slashedStake(uint256 epoch, uint256[] calldata nonSigners)
+        external
+        view
+        returns (uint256 total, uint256 signed);
+
+    /// @notice Receiver of forfeited value that no whistleblower gets (immutable; a burn
+    ///         address burns).
+    function slashSink() external view returns (address);
 
     /// @notice What an escrow needs to pay `resolver`'s rewards: its operator, its stake (fixed
     ///         while a member), its membership interval `[joinedEpoch, leftEpoch)` (joinedEpoch

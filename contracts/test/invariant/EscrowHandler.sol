@@ -163,9 +163,10 @@ contract EscrowHandler is Vectors {
         if (block.timestamp > escrow.deal(dealIds[k]).deliverDeadline) return;
         vm.warp(block.timestamp + 1);
         if (block.timestamp > escrow.deal(dealIds[k]).deliverDeadline) return;
-        token.mint(seller, terms[k].sellerBond);
+        uint256 locked = terms[k].sellerBond + terms[k].resolverFee;
+        token.mint(seller, locked);
         vm.startPrank(seller);
-        token.approve(address(escrow), terms[k].sellerBond);
+        token.approve(address(escrow), locked);
         escrow.deliver(dealIds[k], deliveryHashes[k], "");
         vm.stopPrank();
         calls["deliver"]++;
@@ -235,8 +236,22 @@ contract EscrowHandler is Vectors {
         view
         returns (uint256 signed, uint256 total)
     {
+        return _stakes(epoch, nonSigners, false);
+    }
+
+    /// @dev As above; with `unslashedOnly`, over the epoch's members not slashed (a
+    ///      certificate must also meet the threshold among those).
+    function _stakes(uint256 epoch, uint256[] memory nonSigners, bool unslashedOnly)
+        internal
+        view
+        returns (uint256 signed, uint256 total)
+    {
         for (uint256 i; i < RESOLVERS; ++i) {
             if (!registry.isMember(i, epoch)) continue;
+            if (unslashedOnly) {
+                (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(i);
+                if (r.slashed) continue;
+            }
             (, ResolverRegistry.Membership memory m,) = registry.resolverInfo(i);
             total += m.stake;
             bool missing;
@@ -270,6 +285,11 @@ contract EscrowHandler is Vectors {
             _accrued(d, signers, non, before);
             (uint256 signed, uint256 total) = _stakes(d.epoch, non);
             if (signed * 3 < total * 2 || block.timestamp > d.resolveDeadline) {
+                badSettlement = true;
+            }
+            // Nor without a quorum of the epoch's unslashed members.
+            (signed, total) = _stakes(d.epoch, non, true);
+            if (total == 0 || signed * 3 < total * 2) {
                 badSettlement = true;
             }
         } catch (bytes memory reason) {
@@ -569,8 +589,8 @@ contract EscrowHandler is Vectors {
     }
 
     /// @dev Drives every open dispute to its end: the full certificate of a side that holds a
-    ///      quorum of the pinned epoch (by this handler's own count) must settle; otherwise the
-    ///      deal must time out. Called once at the end of every invariant run.
+    ///      quorum of the pinned epoch, and of its unslashed members (by this handler's own
+    ///      count), must settle; otherwise the deal must time out. Called once at the end of every invariant run.
     function finish() external {
         for (uint256 k; k < DEALS; ++k) {
             if (_state(k) != DealState.Disputed) continue;
@@ -581,6 +601,9 @@ contract EscrowHandler is Vectors {
                     _aggregate(k, o, type(uint256).max, d.epoch);
                 (uint256 signed, uint256 total) = _stakes(d.epoch, non);
                 if (signers.length == 0 || signed * 3 < total * 2) continue;
+                // Members slashed since the epoch started do not count either.
+                (signed, total) = _stakes(d.epoch, non, true);
+                if (total == 0 || signed * 3 < total * 2) continue;
                 if (block.timestamp > d.resolveDeadline) break;
                 uint256 before = _ownCredit();
                 escrow.resolve(commitments[k][o], non, sig); // must not revert

@@ -15,6 +15,8 @@ abstract contract EscrowInvariants is EscrowBase {
     function _setUpSystem() internal {
         string memory ev = _read("consensus/vectors/escrow.json");
         _deploySystem();
+        // Before any committee exists the owner's settings apply at once.
+        registry.setGasRefundCap(token, 0.1e18);
         _registerResolvers(ev, 8);
         escrow.setBackend(
             vm.parseJsonBytes32(ev, ".deals[0].terms.backendId"),
@@ -22,7 +24,6 @@ abstract contract EscrowInvariants is EscrowBase {
             true
         );
         handler = new EscrowHandler(escrow, registry, token, ev, BUYER, SELLER, UNBONDING);
-        registry.setGasRefundCap(token, 0.1e18);
     }
 
     /// @notice The escrow holds exactly the amounts of live deals, their locked DA bonds, the
@@ -36,7 +37,7 @@ abstract contract EscrowInvariants is EscrowBase {
             Deal memory d = escrow.deal(handler.dealIds(k));
             if (d.state == DealState.Held) owed += d.amount;
             if (d.state == DealState.Delivered || d.state == DealState.Disputed) {
-                owed += uint256(d.amount) + d.sellerBond;
+                owed += uint256(d.amount) + d.sellerBond + d.resolverFee;
             }
             if (d.state == DealState.Disputed) owed += uint256(d.resolverFee) + d.challengeBond;
         }

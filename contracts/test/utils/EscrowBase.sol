@@ -133,6 +133,11 @@ abstract contract EscrowBase is Vectors {
         vm.stopPrank();
     }
 
+    /// @dev Registry owner changes wait `parameterDelay()` once a committee exists.
+    function _afterParameterDelay() internal {
+        vm.warp(block.timestamp + registry.parameterDelay());
+    }
+
     function _allowBackend(Terms memory t) internal {
         escrow.setBackend(t.backendId, t.backendVersionHash, true);
     }
@@ -145,11 +150,13 @@ abstract contract EscrowBase is Vectors {
         vm.stopPrank();
     }
 
+    /// @dev The seller delivers, locking the DA bond and the dispute deposit (the resolver fee).
     function _deliver(bytes32 id, Terms memory t, bytes32 deliveryHash) internal {
         vm.warp(block.timestamp + 1);
-        token.mint(SELLER, t.sellerBond);
+        uint256 locked = t.sellerBond + t.resolverFee;
+        token.mint(SELLER, locked);
         vm.startPrank(SELLER);
-        token.approve(ESCROW, t.sellerBond);
+        token.approve(ESCROW, locked);
         escrow.deliver(id, deliveryHash, "");
         vm.stopPrank();
     }

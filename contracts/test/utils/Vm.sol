@@ -60,6 +60,10 @@ interface Vm {
     function store(address target, bytes32 slot, bytes32 value) external;
     function assume(bool condition) external pure;
     function revertToState(uint256 snapshotId) external returns (bool success);
+    function envOr(string calldata name, string calldata defaultValue)
+        external
+        view
+        returns (string memory);
 }
 
 /// @notice Base for tests: the cheatcode handle.

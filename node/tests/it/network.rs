@@ -127,10 +127,11 @@ async fn honest_and_false_claims_settle_with_content_fetched_from_peers() {
     let open = net.0.open_dispute(&false_claim, &[0, 1, 2, 3]).await.unwrap();
     let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
     assert_eq!(deal.settlement, REFUNDED);
-    // Failed: the buyer gets the amount and its challenge bond back; the
-    // resolver fee is what the dispute cost it.
-    assert_eq!(net.0.balance(buyer).await.unwrap(), buyer1 - U256::from(fee));
-    assert_eq!(net.0.balance(seller).await.unwrap(), seller1);
+    // Failed: the loser pays. The buyer gets the amount and its challenge
+    // bond back, and its resolver fee from the seller's dispute deposit;
+    // the seller gets its DA bond back but not the deposit.
+    assert_eq!(net.0.balance(buyer).await.unwrap(), buyer1);
+    assert_eq!(net.0.balance(seller).await.unwrap(), seller1 - U256::from(fee));
     let d = net.0.nodes[2].get(&format!("/disputes/{}", open.deal_id)).await.unwrap();
     assert_eq!(d["commitment"]["outcome"], "FAILED", "{d}");
     let _ = SELLER_BOND;
