@@ -1962,25 +1962,7 @@ impl Engine {
                 return Some(MessageAcceptance::Ignore);
             }
             // Not started here yet: held like an early partial.
-            if self.early_commits_len >= self.cfg.max_buffered_partials {
-                self.metrics.dropped_partials.inc();
-                return Some(MessageAcceptance::Ignore);
-            }
-            if let Some(o) = &origin {
-                if !self.early_quota.take(&o.peer, MAX_EARLY_PER_PEER) {
-                    Metrics::count(&self.metrics.gossip_bounded, "early_quota");
-                    return Some(MessageAcceptance::Ignore);
-                }
-            }
-            self.early_commits_len += 1;
-            let until = now + self.cfg.buffer_ttl;
-            self.early_commits.entry(deal_id).or_default().push(EarlyCommit {
-                commit: c,
-                origin,
-                arrived,
-                until,
-            });
-            return None;
+            return self.hold_early_commit(c, origin, arrived, now);
         };
         if d.view.phase.is_final() {
             return Some(MessageAcceptance::Ignore);
@@ -2002,24 +1984,7 @@ impl Engine {
         }
         if !self.committees.contains_key(&c.epoch) {
             // The dispute's committee is still loading: held until it is.
-            if self.early_commits_len >= self.cfg.max_buffered_partials {
-                return Some(MessageAcceptance::Ignore);
-            }
-            if let Some(o) = &origin {
-                if !self.early_quota.take(&o.peer, MAX_EARLY_PER_PEER) {
-                    Metrics::count(&self.metrics.gossip_bounded, "early_quota");
-                    return Some(MessageAcceptance::Ignore);
-                }
-            }
-            self.early_commits_len += 1;
-            let until = now + self.cfg.buffer_ttl;
-            self.early_commits.entry(deal_id).or_default().push(EarlyCommit {
-                commit: c,
-                origin,
-                arrived,
-                until,
-            });
-            return None;
+            return self.hold_early_commit(c, origin, arrived, now);
         }
         if let Some(pending) = self.pending_commits.get_mut(&c) {
             // The same message from another peer: one verdict for all.
@@ -2178,6 +2143,37 @@ impl Engine {
         if let Some(qc) = qc {
             self.on_certificate(qc, true, now);
         }
+    }
+
+    /// Holds a commitment until its dispute starts or its committee is
+    /// loaded, within the early buffers' total and per-peer bounds. `None`:
+    /// held (reported when released or dropped).
+    fn hold_early_commit(
+        &mut self,
+        c: PartialCommit,
+        origin: Option<Origin>,
+        arrived: Instant,
+        now: Instant,
+    ) -> Option<MessageAcceptance> {
+        if self.early_commits_len >= self.cfg.max_buffered_partials {
+            self.metrics.dropped_partials.inc();
+            return Some(MessageAcceptance::Ignore);
+        }
+        if let Some(o) = &origin {
+            if !self.early_quota.take(&o.peer, MAX_EARLY_PER_PEER) {
+                Metrics::count(&self.metrics.gossip_bounded, "early_quota");
+                return Some(MessageAcceptance::Ignore);
+            }
+        }
+        self.early_commits_len += 1;
+        let until = now + self.cfg.buffer_ttl;
+        self.early_commits.entry(c.deal_id).or_default().push(EarlyCommit {
+            commit: c,
+            origin,
+            arrived,
+            until,
+        });
+        None
     }
 
     fn release_early_commits(&mut self, deal_id: &B256, now: Instant) {
