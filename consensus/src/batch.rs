@@ -14,7 +14,7 @@
 //!   with 64-bit random scalars, derived from a caller-supplied seed (this crate
 //!   draws no randomness itself). Falls back to one check per item on failure.
 
-use crate::{PublicKey, Signature, SIGNATURE_DST};
+use crate::{PublicKey, Signature, COMMIT_DST, SIGNATURE_DST};
 use alloy_primitives::B256;
 use blst::{blst_scalar, BLST_ERROR};
 use sha2::{Digest, Sha256};
@@ -77,11 +77,26 @@ fn scalars(seed: &[u8; 32], n: usize) -> Vec<blst_scalar> {
 /// `seed` must be unpredictable to whoever produced the signatures (draw it
 /// from the OS at the call site).
 pub fn verify_distinct(items: &[(B256, Item<'_>)], seed: &[u8; 32]) -> Vec<usize> {
+    verify_distinct_under(items, SIGNATURE_DST, seed)
+}
+
+/// [`verify_distinct`] for commit-reveal commitment signatures ([`COMMIT_DST`]).
+pub fn verify_commits(items: &[(B256, Item<'_>)], seed: &[u8; 32]) -> Vec<usize> {
+    verify_distinct_under(items, COMMIT_DST, seed)
+}
+
+fn verify_one(dst: &[u8], digest: &B256, item: &Item<'_>) -> bool {
+    if dst == COMMIT_DST {
+        item.signature.verify_commit(item.key, digest).is_ok()
+    } else {
+        item.signature.verify(item.key, digest).is_ok()
+    }
+}
+
+fn verify_distinct_under(items: &[(B256, Item<'_>)], dst: &[u8], seed: &[u8; 32]) -> Vec<usize> {
     match items {
         [] => return Vec::new(),
-        [(digest, item)] => {
-            return if item.signature.verify(item.key, digest).is_ok() { vec![] } else { vec![0] }
-        }
+        [(digest, item)] => return if verify_one(dst, digest, item) { vec![] } else { vec![0] },
         _ => {}
     }
     let msgs: Vec<&[u8]> = items.iter().map(|(d, _)| d.as_slice()).collect();
@@ -89,24 +104,12 @@ pub fn verify_distinct(items: &[(B256, Item<'_>)], seed: &[u8; 32]) -> Vec<usize
     let sigs: Vec<&blst::min_pk::Signature> = items.iter().map(|(_, i)| &i.signature.0).collect();
     let rands = scalars(seed, items.len());
     let ok = blst::min_pk::Signature::verify_multiple_aggregate_signatures(
-        &msgs,
-        SIGNATURE_DST,
-        &pks,
-        false,
-        &sigs,
-        false,
-        &rands,
-        64,
+        &msgs, dst, &pks, false, &sigs, false, &rands, 64,
     ) == BLST_ERROR::BLST_SUCCESS;
     if ok {
         return Vec::new();
     }
-    items
-        .iter()
-        .enumerate()
-        .filter(|(_, (d, i))| i.signature.verify(i.key, d).is_err())
-        .map(|(n, _)| n)
-        .collect()
+    items.iter().enumerate().filter(|(_, (d, i))| !verify_one(dst, d, i)).map(|(n, _)| n).collect()
 }
 
 #[cfg(test)]
@@ -159,5 +162,29 @@ mod tests {
         assert!(check(&sigs).is_empty());
         sigs[3] = sks[3].sign(&B256::ZERO);
         assert_eq!(check(&sigs), vec![3]);
+    }
+
+    #[test]
+    fn commitment_batches_use_their_own_dst() {
+        let sks = keys(4);
+        let pks: Vec<_> = sks.iter().map(SecretKey::public_key).collect();
+        let messages: Vec<B256> = (0..4).map(|i| B256::repeat_byte(i + 20)).collect();
+        let mut sigs: Vec<_> = sks.iter().zip(&messages).map(|(s, m)| s.sign_commit(m)).collect();
+        fn items<'a>(
+            messages: &[B256],
+            pks: &'a [PublicKey],
+            sigs: &'a [Signature],
+        ) -> Vec<(B256, Item<'a>)> {
+            messages
+                .iter()
+                .zip(pks.iter().zip(sigs))
+                .map(|(m, (key, signature))| (*m, Item { key, signature }))
+                .collect()
+        }
+        assert!(verify_commits(&items(&messages, &pks, &sigs), &[7u8; 32]).is_empty());
+        // Verdict signatures over the same messages are not commitments.
+        assert_eq!(verify_distinct(&items(&messages, &pks, &sigs), &[7u8; 32]), vec![0, 1, 2, 3]);
+        sigs[1] = sks[1].sign(&messages[1]);
+        assert_eq!(verify_commits(&items(&messages, &pks, &sigs), &[7u8; 32]), vec![1]);
     }
 }

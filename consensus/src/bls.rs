@@ -19,6 +19,14 @@ use zeroize::Zeroizing;
 pub const SIGNATURE_DST: &[u8] = b"BLS_SIG_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
 /// Domain separation tag of proofs of possession.
 pub const POP_DST: &[u8] = b"BLS_POP_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
+/// Domain separation tag of commit-reveal commitments (`PartialCommit`
+/// signatures). Distinct from [`SIGNATURE_DST`] on purpose: hash-to-curve
+/// under another DST is an independent random oracle, so a commitment
+/// signature never verifies as a verdict signature (nor as a proof of
+/// possession) and cannot be presented to an escrow, aggregated into a
+/// certificate or used as equivocation evidence. That is also why it needs
+/// no slashing protection: whatever a node commits to, it has signed no verdict.
+pub const COMMIT_DST: &[u8] = b"RESOLVD_COMMIT_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
 
 /// Compressed G1 public key length.
 pub const PUBLIC_KEY_LEN: usize = 48;
@@ -121,8 +129,14 @@ impl SecretKey {
         Signature(self.0.sign(digest.as_slice(), SIGNATURE_DST, &[]))
     }
 
+    /// Signs a commit-reveal commitment message under [`COMMIT_DST`] (never
+    /// a verdict signature, see there).
+    pub fn sign_commit(&self, message: &B256) -> Signature {
+        Signature(self.0.sign(message.as_slice(), COMMIT_DST, &[]))
+    }
+
     /// Signs an arbitrary message under an arbitrary DST. resolvd itself only
-    /// uses [`Self::sign`] and [`Self::prove_possession`]; this exists for
+    /// uses [`Self::sign`], [`Self::sign_commit`] and [`Self::prove_possession`]; this exists for
     /// protocol test vectors (e.g. RFC 9380's, with the secret key 1).
     pub fn sign_with_dst(&self, message: &[u8], dst: &[u8]) -> Signature {
         Signature(self.0.sign(message, dst, &[]))
@@ -308,6 +322,15 @@ impl Signature {
         }
     }
 
+    /// Verifies this commitment signature over `message` by `key` under
+    /// [`COMMIT_DST`] (one pairing check).
+    pub fn verify_commit(&self, key: &PublicKey, message: &B256) -> Result<()> {
+        match self.0.verify(false, message.as_slice(), COMMIT_DST, &[], &key.0, false) {
+            BLST_ERROR::BLST_SUCCESS => Ok(()),
+            _ => Err(Error::VerifyFailed),
+        }
+    }
+
     /// The sum of `sigs`.
     pub fn aggregate<'a>(sigs: impl IntoIterator<Item = &'a Signature>) -> Result<Signature> {
         let sigs: Vec<&min_pk::Signature> = sigs.into_iter().map(|s| &s.0).collect();
@@ -336,6 +359,18 @@ mod tests {
         sig.verify(&sk.public_key(), &digest).unwrap();
         assert_eq!(sig.verify(&sk.public_key(), &B256::repeat_byte(8)), Err(Error::VerifyFailed));
         assert_eq!(sig.verify(&key(2).public_key(), &digest), Err(Error::VerifyFailed));
+    }
+
+    #[test]
+    fn commitment_signatures_are_not_verdict_signatures() {
+        let sk = key(1);
+        let message = B256::repeat_byte(7);
+        let commit = sk.sign_commit(&message);
+        commit.verify_commit(&sk.public_key(), &message).unwrap();
+        assert_eq!(commit.verify(&sk.public_key(), &message), Err(Error::VerifyFailed));
+        let verdict = sk.sign(&message);
+        assert_eq!(verdict.verify_commit(&sk.public_key(), &message), Err(Error::VerifyFailed));
+        assert_eq!(commit.verify_commit(&key(2).public_key(), &message), Err(Error::VerifyFailed));
     }
 
     #[test]

@@ -139,7 +139,10 @@ impl Attestation {
 pub enum Queued {
     /// Queued for the next [`CertificateBuilder::process`].
     New,
-    /// This signer's partial for this digest is already queued or verified.
+    /// This signer's partial for this digest is already verified, or this
+    /// very signature is already queued. (A different signature of the same
+    /// signer and digest is queued too: a forged one waiting in the queue
+    /// must not shut out the genuine one.)
     Duplicate,
 }
 
@@ -155,6 +158,8 @@ pub enum BuilderEvent {
         /// The signature, decoded and subgroup-checked (callers need not
         /// decode it again).
         signature: Signature,
+        /// The signature bytes as queued (which message this was).
+        wire: [u8; 96],
     },
     /// A partial failed verification (penalise its sender).
     Invalid {
@@ -162,6 +167,8 @@ pub enum BuilderEvent {
         signer: u32,
         /// The digest it claimed to sign.
         digest: B256,
+        /// The signature bytes as queued (which message this was).
+        wire: [u8; 96],
     },
     /// A digest reached the threshold: here is its certificate (emitted once).
     Certificate(Box<QuorumCertificate>),
@@ -181,6 +188,7 @@ struct Pending {
     commitment: VerdictCommitment,
     signer: u32,
     signature: Signature,
+    wire: [u8; 96],
     /// Whether a verified partial joins its digest's group (else it is only
     /// verified: see [`CertificateBuilder::on_partial_uncounted`]).
     count: bool,
@@ -296,7 +304,9 @@ impl CertificateBuilder {
         let digest = p.commitment.eip712_digest(&self.domain);
         let known =
             self.groups.get(&digest).is_some_and(|g| g.signers.contains_key(&p.signer_index))
-                || self.pending.iter().any(|q| q.digest == digest && q.signer == p.signer_index);
+                || self.pending.iter().any(|q| {
+                    q.digest == digest && q.signer == p.signer_index && q.wire == p.signature
+                });
         if known {
             return Ok(Queued::Duplicate);
         }
@@ -306,6 +316,7 @@ impl CertificateBuilder {
             commitment: p.commitment,
             signer: p.signer_index,
             signature,
+            wire: p.signature,
             count,
         });
         Ok(Queued::New)
@@ -337,7 +348,7 @@ impl CertificateBuilder {
             };
             for (i, p) in batch.into_iter().enumerate() {
                 if invalid.binary_search(&i).is_ok() {
-                    events.push(BuilderEvent::Invalid { signer: p.signer, digest });
+                    events.push(BuilderEvent::Invalid { signer: p.signer, digest, wire: p.wire });
                 } else {
                     accepted.push(p);
                 }
@@ -352,7 +363,11 @@ impl CertificateBuilder {
         };
         for (i, p) in singles.into_iter().enumerate() {
             if invalid.binary_search(&i).is_ok() {
-                events.push(BuilderEvent::Invalid { signer: p.signer, digest: p.digest });
+                events.push(BuilderEvent::Invalid {
+                    signer: p.signer,
+                    digest: p.digest,
+                    wire: p.wire,
+                });
             } else {
                 accepted.push(p);
             }
@@ -363,6 +378,7 @@ impl CertificateBuilder {
                 signer: p.signer,
                 digest: p.digest,
                 signature: p.signature,
+                wire: p.wire,
             });
             if !p.count {
                 continue;

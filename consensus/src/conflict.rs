@@ -102,6 +102,12 @@ impl ConflictDetector {
         self.committees.insert(committee.epoch(), committee);
     }
 
+    /// Forgets the committee of `epoch` (evicted by the caller: no open
+    /// deal of that epoch is held).
+    pub fn remove_committee(&mut self, epoch: u64) {
+        self.committees.remove(&epoch);
+    }
+
     /// Forgets every attestation and report of `deal` (a settled deal whose
     /// slashing window the caller no longer watches): memory stays bounded.
     pub fn forget_deal(&mut self, deal: &B256) {

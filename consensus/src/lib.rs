@@ -26,7 +26,9 @@ pub mod conflict;
 mod error;
 pub mod protection;
 
-pub use bls::{PossessionBinding, PublicKey, SecretKey, Signature, POP_DST, SIGNATURE_DST};
+pub use bls::{
+    PossessionBinding, PublicKey, SecretKey, Signature, COMMIT_DST, POP_DST, SIGNATURE_DST,
+};
 pub use certificate::{Attestation, BuilderEvent, CertificateBuilder, Queued, QuorumCertificate};
 pub use committee::{Committee, Member, Threshold, BPS, DEFAULT_THRESHOLD_BPS};
 pub use conflict::{ConflictDetector, ConflictEvidence};

@@ -99,6 +99,12 @@ impl<S: ProtectionStore> ProtectedSigner<S> {
         &self.store
     }
 
+    /// Signs a commit-reveal commitment message ([`crate::COMMIT_DST`]): not
+    /// a verdict signature, so no protection record is involved.
+    pub fn sign_commit(&self, message: &B256) -> Signature {
+        self.key.sign_commit(message)
+    }
+
     /// Signs the EIP-712 digest of `commitment` under `domain`, unless a
     /// different commitment for the same deal was signed before.
     pub fn sign(

@@ -6,24 +6,26 @@
 //! | `GET /status` | peers (with gossip scores, refreshed every 2 s and when a peer comes or goes), chain head and cursor, epoch, disputes; the snapshot is refreshed every ~250 ms |
 //! | `GET /disputes/{dealId}` | one dispute's view (404 if unknown) |
 //! | `PUT /content/{hash}?type=<tag>` | stores the body only if it hashes to `hash` under `tag` (201; 400 otherwise). Needs `Authorization: Bearer <api.content_token_file>` when a token is set, and is refused (403) on a non-loopback listener without one; at most `api.max_concurrent_puts` at once (503), body read with a 30 s timeout (408), refused past `api.content_quota_bytes` (507) |
-//! | `GET /content/{hash}` | the bytes (`x-resolvd-type-tag` header), 404 if absent |
+//! | `GET /content/{hash}` | the bytes (`x-resolvd-type-tag` header), 404 if absent; at most `api.max_concurrent_gets` at once (503 beyond), each holding its document until the last byte is handed to the connection; a response not taken within `api.response_timeout_secs` closes the connection |
 //! | `GET /metrics` | Prometheus / OpenMetrics text |
 
 use crate::{config::ApiConfig, node::Shared, store::StoreError};
 use alloy_primitives::B256;
 use axum::{
     body::Body,
-    extract::{DefaultBodyLimit, Path, Query, State},
+    extract::{DefaultBodyLimit, Extension, Path, Query, State},
     http::{header, HeaderMap, StatusCode},
     response::{IntoResponse, Response},
     routing::get,
     Json, Router,
 };
 use std::{sync::Arc, time::Duration};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 /// Longest time a `PUT /content` body may take to arrive.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// `GET /content` bodies are sent in chunks of this size.
+const RESPONSE_CHUNK: usize = 64 << 10;
 
 /// The write side's limits.
 #[derive(Debug)]
@@ -63,14 +65,32 @@ impl Writes {
     }
 }
 
+/// The read side's limits (`GET /content`).
+#[derive(Debug)]
+pub struct Reads {
+    permits: Arc<Semaphore>,
+    timeout: Duration,
+}
+
+impl Reads {
+    /// The limits of `cfg`.
+    pub fn new(cfg: &ApiConfig) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(cfg.max_concurrent_gets.max(1))),
+            timeout: Duration::from_secs(cfg.response_timeout_secs.max(1)),
+        }
+    }
+}
+
 #[derive(Clone)]
 struct Api {
     shared: Arc<Shared>,
     writes: Arc<Writes>,
+    reads: Arc<Reads>,
 }
 
 /// The router.
-pub fn router(shared: Arc<Shared>, writes: Writes) -> Router {
+pub fn router(shared: Arc<Shared>, writes: Writes, reads: Reads) -> Router {
     let max = writes.max_len;
     Router::new()
         .route("/health", get(|| async { "ok" }))
@@ -79,7 +99,7 @@ pub fn router(shared: Arc<Shared>, writes: Writes) -> Router {
         .route("/content/{hash}", get(get_content).put(put_content))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(max))
-        .with_state(Api { shared, writes: Arc::new(writes) })
+        .with_state(Api { shared, writes: Arc::new(writes), reads: Arc::new(reads) })
 }
 
 /// Serves the API of `cfg` until `shutdown`.
@@ -92,16 +112,85 @@ pub async fn serve(
     if writes.refused {
         tracing::warn!(target: "api", addr = %cfg.listen, "PUT /content disabled: a non-loopback listener needs api.content_token_file");
     }
+    let reads = Reads::new(&cfg);
     let addr = cfg.listen;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| eyre::eyre!("api.listen {addr}: {e}"))?;
     tracing::info!(target: "api", %addr, "HTTP API listening");
-    let max = cfg.max_connections.clamp(1, Semaphore::MAX_PERMITS);
-    let header_timeout = Duration::from_secs(cfg.header_timeout_secs.max(1));
-    let service = hyper_util::service::TowerToHyperService::new(router(shared, writes));
+    let limits = Limits {
+        max_connections: cfg.max_connections,
+        header_timeout: Duration::from_secs(cfg.header_timeout_secs.max(1)),
+    };
+    accept_loop("api", &Listener::Tcp(listener), router(shared, writes, reads), limits, shutdown)
+        .await
+}
+
+/// Where [`accept_loop`] takes connections from.
+#[derive(Debug)]
+pub enum Listener {
+    /// A TCP socket.
+    Tcp(tokio::net::TcpListener),
+    /// A Unix socket: only local users the file's mode admits can connect.
+    Unix(tokio::net::UnixListener),
+}
+
+/// A connection's byte stream, either kind.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+impl Listener {
+    async fn accept(&self) -> std::io::Result<(Box<dyn Io>, String)> {
+        match self {
+            Self::Tcp(l) => {
+                l.accept().await.map(|(s, a)| (Box::new(s) as Box<dyn Io>, a.to_string()))
+            }
+            Self::Unix(l) => {
+                l.accept().await.map(|(s, _)| (Box::new(s) as Box<dyn Io>, "unix".into()))
+            }
+        }
+    }
+}
+
+/// The accept loop's bounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Open connections at once; more are closed on accept.
+    pub max_connections: usize,
+    /// Time a connection may take to send a request's headers, also while
+    /// idle between keep-alive requests; then it is closed.
+    pub header_timeout: Duration,
+}
+
+/// The connection a request came over (a request extension set by
+/// [`accept_loop`]): [`ConnectionCut::cut`] closes it at once, whatever it is
+/// doing (e.g. waiting for a client that does not read its response).
+#[derive(Clone, Debug)]
+pub struct ConnectionCut(Arc<Notify>);
+
+impl ConnectionCut {
+    /// Closes the connection.
+    pub fn cut(&self) {
+        self.0.notify_one();
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown`: at most
+/// `limits.max_connections` connections at once (more are closed on accept),
+/// each closed when a request's headers take longer than
+/// `limits.header_timeout` (idle keep-alive and slowloris connections); then
+/// lets requests in flight finish (5 s at most). `name` is logged.
+pub async fn accept_loop(
+    name: &'static str,
+    listener: &Listener,
+    router: Router,
+    limits: Limits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> eyre::Result<()> {
     // Not `axum::serve`: it sets no header-read timer (idle connections stay
     // open forever) and accepts without limit.
+    let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    let header_timeout = limits.header_timeout;
     let open = Arc::new(Semaphore::new(max));
     let (stop, stopped) = tokio::sync::watch::channel(());
     let mut shutdown = std::pin::pin!(shutdown);
@@ -112,20 +201,29 @@ pub async fn serve(
                 Ok(a) => a,
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(target: "api", error = %e, "accept failed");
+                    tracing::warn!(target: "api", server = name, error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
         };
         let Ok(permit) = open.clone().try_acquire_owned() else {
-            tracing::debug!(target: "api", %peer, max, "connection closed: api.max_connections open");
+            tracing::debug!(target: "api", server = name, %peer, max, "connection closed: max_connections open");
             continue;
         };
-        let service = service.clone();
+        let router = router.clone();
         let mut stopped = stopped.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            let cut = Arc::new(Notify::new());
+            let handle = ConnectionCut(cut.clone());
+            let service = hyper::service::service_fn(
+                move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(handle.clone());
+                    let mut router = router.clone();
+                    async move { tower::Service::call(&mut router, req).await }
+                },
+            );
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_timeout);
             let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
@@ -136,9 +234,13 @@ pub async fn serve(
                     conn.as_mut().graceful_shutdown();
                     conn.await
                 }
+                () = cut.notified() => {
+                    tracing::debug!(target: "api", server = name, %peer, "connection cut");
+                    return;
+                }
             };
             if let Err(e) = result {
-                tracing::trace!(target: "api", %peer, error = %e, "connection ended");
+                tracing::trace!(target: "api", server = name, %peer, error = %e, "connection ended");
             }
         });
     }
@@ -185,7 +287,7 @@ struct TypeQuery {
 }
 
 async fn put_content(
-    State(Api { shared: s, writes }): State<Api>,
+    State(Api { shared: s, writes, .. }): State<Api>,
     Path(hash): Path<String>,
     Query(q): Query<TypeQuery>,
     headers: HeaderMap,
@@ -258,23 +360,62 @@ async fn put_content(
 }
 
 async fn get_content(
-    State(Api { shared: s, .. }): State<Api>,
+    State(Api { shared: s, reads, .. }): State<Api>,
+    cut: Option<Extension<ConnectionCut>>,
     Path(hash): Path<String>,
 ) -> Response {
     let hash = match parse_hash(&hash) {
         Ok(h) => h,
         Err(r) => return *r,
     };
-    match s.store.get_content(&hash) {
-        Ok(Some((tag, bytes))) => (
-            [
-                (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
-                (header::HeaderName::from_static("x-resolvd-type-tag"), tag),
-            ],
-            bytes,
-        )
-            .into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, format!("no content {hash}")),
+    // The document is held only under a permit, released once its last byte
+    // is handed to the connection: memory is bounded by permits x 16 MiB
+    // however many clients ask and do not read.
+    let Ok(permit) = reads.permits.clone().try_acquire_owned() else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "too many downloads at once; retry");
+    };
+    let store = s.store.clone();
+    let found = tokio::task::spawn_blocking(move || store.get_content(&hash)).await;
+    match found {
+        Ok(Ok(Some((tag, bytes)))) => {
+            // A client that does not read within the timeout loses its
+            // connection (and the permit with it).
+            let (done, finished) = tokio::sync::oneshot::channel::<()>();
+            if let Some(Extension(cut)) = cut {
+                let timeout = reads.timeout;
+                tokio::spawn(async move {
+                    if tokio::time::timeout(timeout, finished).await.is_err() {
+                        tracing::warn!(target: "api", %hash, ?timeout, "GET /content not read in time: connection closed");
+                        cut.cut();
+                    }
+                });
+            }
+            let len = bytes.len();
+            // Copied chunk by chunk: what the connection still buffers after
+            // the last chunk does not keep the whole document alive.
+            let body = futures::stream::unfold(
+                (bytes, 0usize, permit, done),
+                |(bytes, at, permit, done)| async move {
+                    if at >= bytes.len() {
+                        return None;
+                    }
+                    let end = (at + RESPONSE_CHUNK).min(bytes.len());
+                    let chunk = axum::body::Bytes::copy_from_slice(&bytes[at..end]);
+                    Some((Ok::<_, std::convert::Infallible>(chunk), (bytes, end, permit, done)))
+                },
+            );
+            (
+                [
+                    (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+                    (header::CONTENT_LENGTH, len.to_string()),
+                    (header::HeaderName::from_static("x-resolvd-type-tag"), tag),
+                ],
+                Body::from_stream(body),
+            )
+                .into_response()
+        }
+        Ok(Ok(None)) => error(StatusCode::NOT_FOUND, format!("no content {hash}")),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }

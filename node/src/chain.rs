@@ -431,6 +431,11 @@ impl Chain {
         self.transport.endpoints()
     }
 
+    /// Every RPC endpoint on its own (the anchor cross-check).
+    pub fn readers(&self) -> Vec<crate::rpc::EndpointReader> {
+        self.transport.readers()
+    }
+
     /// Block numbers of new heads, pushed by a `newHeads` subscription on the
     /// first WebSocket endpoint that is up; `None` when no endpoint is a
     /// WebSocket (poll instead).
@@ -676,12 +681,22 @@ impl Chain {
                     if let Some((k, j)) = journal {
                         j.save(k, &p).map_err(ChainError::Journal)?;
                     }
-                    if let Err(e) = self.broadcast(&p.sent[0]).await {
-                        // Not accepted: nothing is in flight under this key.
-                        if let Some((k, j)) = journal {
-                            j.clear(k).map_err(ChainError::Journal)?;
+                    match self.broadcast(&p.sent[0]).await {
+                        Ok(()) => {}
+                        // "Already known", or no answer: it may be in a pool
+                        // (sent through another endpoint or before a timeout).
+                        // Kept in the journal and waited for like an accepted
+                        // one; a retry resumes it rather than sending another.
+                        Err(Broadcast { error, maybe_sent: true }) => {
+                            tracing::warn!(target: "chain", key = key.unwrap_or("-"), nonce = p.nonce, tx = %p.sent[0].hash, %error, "broadcast not confirmed, but the transaction may be in a pool: waiting for it");
                         }
-                        return Err(e);
+                        Err(Broadcast { error, maybe_sent: false }) => {
+                            // Refused: nothing is in flight under this key.
+                            if let Some((k, j)) = journal {
+                                j.clear(k).map_err(ChainError::Journal)?;
+                            }
+                            return Err(error);
+                        }
                     }
                     p
                 }
@@ -714,7 +729,7 @@ impl Chain {
         let last = p.sent.last().ok_or_else(|| ChainError::Journal(format!("{key}: empty")))?;
         if let Err(e) = self.broadcast(last).await {
             // Typically "already known": the pool still holds it.
-            tracing::debug!(target: "chain", key, error = %e, "re-broadcast not accepted");
+            tracing::debug!(target: "chain", key, error = %e.error, "re-broadcast not accepted");
         }
         tracing::info!(target: "chain", key, nonce = p.nonce, tx = %last.hash, versions = p.sent.len(), "resumed a transaction in flight (not sending another)");
         Ok(Some(Resumed::Pending(Box::new(p))))
@@ -757,10 +772,11 @@ impl Chain {
         Ok(SignedTx { hash: *envelope.tx_hash(), fees, raw: envelope.encoded_2718().into() })
     }
 
-    async fn broadcast(&self, tx: &SignedTx) -> Result<(), ChainError> {
-        let _accepted =
-            self.provider.send_raw_transaction(&tx.raw).await.map_err(|e| revert_or_rpc(&e))?;
-        Ok(())
+    async fn broadcast(&self, tx: &SignedTx) -> Result<(), Broadcast> {
+        match self.provider.send_raw_transaction(&tx.raw).await {
+            Ok(_accepted) => Ok(()),
+            Err(e) => Err(Broadcast { maybe_sent: maybe_sent(&e), error: revert_or_rpc(&e) }),
+        }
     }
 
     /// The fees to send with now.
@@ -828,7 +844,7 @@ impl Chain {
                             // (The unaccepted version stays listed: it has no
                             // receipt, so it is harmless.)
                             Err(e) => {
-                                tracing::debug!(target: "chain", error = %e, "replacement not accepted")
+                                tracing::debug!(target: "chain", error = %e.error, "replacement not accepted")
                             }
                         }
                     }
@@ -1233,6 +1249,36 @@ pub fn is_already_slashed(data: &[u8]) -> bool {
         IRegistry::IRegistryErrors::abi_decode(data),
         Ok(IRegistry::IRegistryErrors::NoEquivocator(_))
     )
+}
+
+/// A broadcast that failed: the error, and whether the transaction may
+/// still be in a pool.
+#[derive(Debug)]
+struct Broadcast {
+    error: ChainError,
+    maybe_sent: bool,
+}
+
+/// Whether a failed `eth_sendRawTransaction` may have left the transaction in
+/// a pool: no answer (a timeout or a dropped connection after the request
+/// left), or an answer that it is there already ("already known" (geth,
+/// reth), "known transaction" (older geth), "already imported" (Nethermind,
+/// OpenEthereum), "transaction already exists" (Erigon, Besu's
+/// "ALREADY_KNOWN")). A revert, "nonce too low" or "insufficient funds" is
+/// a refusal.
+fn maybe_sent<E: std::fmt::Display>(e: &alloy_json_rpc::RpcError<E>) -> bool {
+    if matches!(e, alloy_json_rpc::RpcError::Transport(_)) {
+        return true;
+    }
+    already_known(&e.to_string())
+}
+
+/// Whether an error message says the transaction is already in the pool.
+pub fn already_known(message: &str) -> bool {
+    let m = message.to_ascii_lowercase().replace('_', " ");
+    ["already known", "known transaction", "already imported", "already exists", "alreadyknown"]
+        .iter()
+        .any(|p| m.contains(p))
 }
 
 fn revert_or_rpc<E>(e: &alloy_json_rpc::RpcError<E>) -> ChainError

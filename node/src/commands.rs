@@ -666,18 +666,17 @@ pub(crate) async fn signer(args: SignerArgs) -> eyre::Result<()> {
             Ok((chain.parse::<u64>()?, escrow.parse::<Address>()?))
         })
         .collect::<eyre::Result<Vec<_>>>()?;
-    let secret = keys::load(&args.keystore, &args.password)?;
     let token = zeroize::Zeroizing::new(
         std::fs::read_to_string(&args.token_file)
             .wrap_err_with(|| format!("reading {}", args.token_file.display()))?
             .trim()
             .to_owned(),
     );
+    resolvd_node::signer::check_token(&token, "--token-file")?;
+    let secret = keys::load(&args.keystore, &args.password)?;
     std::fs::create_dir_all(&args.data_dir)?;
     let store = std::sync::Arc::new(resolvd_node::store::Store::open(&args.data_dir.join("db"))?);
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .wrap_err_with(|| format!("binding {}", args.listen))?;
+    let listener = resolvd_node::signer::SignerListener::bind(&args.listen).await?;
     resolvd_node::signer::serve(listener, secret, store, token, domains, async {
         shutdown_signal().await;
     })

@@ -109,6 +109,10 @@ pub struct ChainConfig {
     /// PEM file of CA certificates trusted for `https://` and `wss://`
     /// endpoints in addition to the webpki (Mozilla) roots: a private CA.
     pub ca_file: Option<PathBuf>,
+    /// How many endpoints of `rpc_urls` must each find an anchor canonical
+    /// and final before the node signs for it (1 to the number of
+    /// endpoints; unset: 2 with several endpoints, else 1).
+    pub rpc_quorum: Option<usize>,
     /// The escrow contract (the registry is read from it).
     pub escrow: Address,
     /// More escrows served by this node: each must use `escrow`'s registry
@@ -149,6 +153,7 @@ impl Default for ChainConfig {
             rpc_url: DEFAULT_RPC_URL.into(),
             rpc_urls: Vec::new(),
             ca_file: None,
+            rpc_quorum: None,
             escrow: Address::ZERO,
             escrows: Vec::new(),
             confirmations: Confirmations::Blocks(2),
@@ -183,7 +188,19 @@ impl ChainConfig {
         };
         let options = crate::rpc::RpcOptions { urls, ca_file: self.ca_file.clone() };
         options.parse().map_err(|e| eyre::eyre!("chain: {e}"))?;
+        self.quorum(options.urls.len())?;
         Ok(options)
+    }
+
+    /// `rpc_quorum` for `endpoints` endpoints (its default when unset),
+    /// checked to be between 1 and `endpoints`.
+    pub fn quorum(&self, endpoints: usize) -> eyre::Result<usize> {
+        let quorum = self.rpc_quorum.unwrap_or(endpoints.min(2));
+        eyre::ensure!(
+            (1..=endpoints.max(1)).contains(&quorum),
+            "chain.rpc_quorum = {quorum}: between 1 and the number of endpoints ({endpoints})"
+        );
+        Ok(quorum)
     }
 }
 
@@ -268,6 +285,12 @@ pub struct ApiConfig {
     /// Seconds a connection may take to send a request's headers, also while
     /// idle between keep-alive requests; then it is closed.
     pub header_timeout_secs: u64,
+    /// `GET /content` responses sent at once (each holds its document until
+    /// the last byte is handed to the connection); more are answered 503.
+    pub max_concurrent_gets: usize,
+    /// Seconds a client has to take a `GET /content` response; then its
+    /// connection is closed.
+    pub response_timeout_secs: u64,
 }
 
 impl Default for ApiConfig {
@@ -280,6 +303,8 @@ impl Default for ApiConfig {
             content_quota_bytes: 4 << 30,
             max_connections: 256,
             header_timeout_secs: 10,
+            max_concurrent_gets: 8,
+            response_timeout_secs: 60,
         }
     }
 }
@@ -347,6 +372,11 @@ pub enum Byzantine {
     /// another signer (the verifier's dilemma; commit-reveal keeps it out of
     /// honest nodes' certificates).
     Lazy,
+    /// For every dispute it sees, gossip commit-reveal commitments in every
+    /// member's name, signed with a key that is not theirs (an attacker
+    /// with no stake; run it on a node without a BLS key).
+    #[serde(rename = "forge_commits")]
+    ForgeCommits,
 }
 
 impl NodeConfig {
@@ -446,6 +476,17 @@ mod tests {
         let both = "[chain]\nrpc_url = \"https://a.example\"\nrpc_urls = [\"https://b.example\"]\n";
         let err = NodeConfig::from_toml(both).unwrap().chain.rpc().unwrap_err();
         assert!(err.to_string().contains("both set"), "{err}");
+        let two = "[chain]\nrpc_urls = [\"https://a.example\", \"https://b.example\"]\n";
+        let two = NodeConfig::from_toml(two).unwrap();
+        assert_eq!(two.chain.quorum(2).unwrap(), 2);
+        assert_eq!(one.chain.quorum(1).unwrap(), 1);
+        let mut three = two.clone();
+        three.chain.rpc_quorum = Some(3);
+        assert!(three.chain.rpc().unwrap_err().to_string().contains("rpc_quorum"));
+        three.chain.rpc_quorum = Some(0);
+        assert!(three.chain.rpc().is_err());
+        three.chain.rpc_quorum = Some(1);
+        assert_eq!(three.chain.quorum(2).unwrap(), 1);
         let bad = NodeConfig::from_toml("[chain]\nrpc_urls = [\"ftp://x\"]\n").unwrap();
         assert!(bad.chain.rpc().unwrap_err().to_string().contains("scheme ftp"));
     }

@@ -3,10 +3,15 @@
 //! it into a memory or CPU sink.
 //!
 //! Serving: each request is read from the store on a blocking worker (never
-//! on the event loop); at most [`MAX_SERVING_PER_PEER`] requests per peer and
-//! [`MAX_SERVING`] in all are in flight, and each peer may take at most
-//! [`PEER_BYTES_PER_WINDOW`] per [`BUDGET_WINDOW`]; beyond that the answer is
-//! `NotFound` at once (the requester asks someone else). Fetching: up to
+//! on the event loop); at most [`MAX_SERVING`] requests are in flight (a
+//! slot each, from the request's arrival until its response is written out),
+//! at most [`MAX_SERVING_PER_PEER`] of them one peer's, and only one once
+//! half the slots are taken (so a few peers cannot hold them all). Each peer
+//! is charged per byte ([`PEER_BYTES_PER_WINDOW`]) and per slot-second
+//! ([`PEER_SLOT_TIME_PER_WINDOW`]) per [`BUDGET_WINDOW`]; beyond any limit
+//! the answer is `NotFound` at once (the requester asks someone else). A
+//! response not written out within [`SERVE_DEADLINE`] (a peer that does not
+//! read) closes that connection, which frees its slot. Fetching: up to
 //! [`FETCH_FANOUT`] connected peers chosen at random, never the same peer
 //! twice for one hash until every peer was asked (so a crowd of sybils that
 //! answer `NotFound` cannot eclipse the honest peers); when a round finds
@@ -46,6 +51,12 @@ pub const MAX_SERVING_PER_PEER: usize = 2;
 pub const MAX_SERVING: usize = 8;
 /// Bytes one peer may be served per [`BUDGET_WINDOW`].
 pub const PEER_BYTES_PER_WINDOW: usize = 64 << 20;
+/// Slot time one peer may use per [`BUDGET_WINDOW`] (its requests' time in
+/// flight, added up).
+pub const PEER_SLOT_TIME_PER_WINDOW: Duration = Duration::from_secs(20);
+/// A response still not written out this long after its request arrived
+/// closes the connection (16 MiB in 10 s: 1.6 MB/s).
+pub const SERVE_DEADLINE: Duration = Duration::from_secs(10);
 /// The serving budget's window.
 pub const BUDGET_WINDOW: Duration = Duration::from_secs(60);
 /// Connections from one remote IP (loopback exempt).
@@ -60,6 +71,17 @@ pub struct Served {
     response: ContentResponse,
 }
 
+/// A request being served.
+struct Slot {
+    peer: PeerId,
+    connection: ConnectionId,
+    since: Instant,
+    /// Slot time is charged up to here.
+    charged: Instant,
+    /// Its connection was closed for missing [`SERVE_DEADLINE`].
+    cut: bool,
+}
+
 /// The content service's state.
 pub struct ContentService {
     metrics: Arc<Metrics>,
@@ -67,9 +89,10 @@ pub struct ContentService {
     fetching: HashSet<B256>,
     asked: HashMap<B256, HashSet<PeerId>>,
     banned: HashSet<PeerId>,
-    serving: HashMap<InboundRequestId, PeerId>,
+    serving: HashMap<InboundRequestId, Slot>,
     serving_per_peer: HashMap<PeerId, usize>,
     budget: HashMap<PeerId, usize>,
+    slot_time: HashMap<PeerId, Duration>,
     window_start: Instant,
     connections_by_ip: HashMap<IpAddr, HashSet<ConnectionId>>,
     connection_ip: HashMap<ConnectionId, IpAddr>,
@@ -96,6 +119,7 @@ impl ContentService {
             serving: HashMap::new(),
             serving_per_peer: HashMap::new(),
             budget: HashMap::new(),
+            slot_time: HashMap::new(),
             window_start: Instant::now(),
             connections_by_ip: HashMap::new(),
             connection_ip: HashMap::new(),
@@ -164,9 +188,10 @@ impl ContentService {
         event: request_response::Event<ContentRequest, ContentResponse>,
     ) -> bool {
         match event {
-            request_response::Event::Message { peer, message, .. } => match message {
+            request_response::Event::Message { peer, connection_id, message } => match message {
                 request_response::Message::Request { request_id, request, channel } => {
-                    self.on_request(swarm, store, served, peer, request_id, request, channel);
+                    let from = (peer, connection_id, request_id);
+                    self.on_request(swarm, store, served, from, request, channel);
                     false
                 }
                 request_response::Message::Response { request_id, response } => {
@@ -183,14 +208,16 @@ impl ContentService {
             }
             request_response::Event::InboundFailure { request_id, .. }
             | request_response::Event::ResponseSent { request_id, .. } => {
-                self.finish_serving(request_id);
+                self.finish_serving(request_id, Instant::now());
                 false
             }
         }
     }
 
-    fn finish_serving(&mut self, request_id: InboundRequestId) {
-        if let Some(peer) = self.serving.remove(&request_id) {
+    fn finish_serving(&mut self, request_id: InboundRequestId, now: Instant) {
+        if let Some(slot) = self.serving.remove(&request_id) {
+            let peer = slot.peer;
+            *self.slot_time.entry(peer).or_default() += now.saturating_duration_since(slot.charged);
             if let Some(n) = self.serving_per_peer.get_mut(&peer) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
@@ -200,20 +227,22 @@ impl ContentService {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn on_request(
         &mut self,
         swarm: &mut Swarm<Behaviour>,
         store: &Arc<Store>,
         served: &(impl Fn(Served) + Send + Sync + Clone + 'static),
-        peer: PeerId,
-        request_id: InboundRequestId,
+        (peer, connection, request_id): (PeerId, ConnectionId, InboundRequestId),
         request: ContentRequest,
         channel: ResponseChannel<ContentResponse>,
     ) {
+        let now = Instant::now();
+        // A peer's second slot only while half of them are free.
+        let per_peer = if self.serving.len() < MAX_SERVING / 2 { MAX_SERVING_PER_PEER } else { 1 };
         let busy = self.serving.len() >= MAX_SERVING
-            || self.serving_per_peer.get(&peer).copied().unwrap_or(0) >= MAX_SERVING_PER_PEER
-            || self.budget.get(&peer).copied().unwrap_or(0) >= PEER_BYTES_PER_WINDOW;
+            || self.serving_per_peer.get(&peer).copied().unwrap_or(0) >= per_peer
+            || self.budget.get(&peer).copied().unwrap_or(0) >= PEER_BYTES_PER_WINDOW
+            || self.slot_time_used(&peer, now) >= PEER_SLOT_TIME_PER_WINDOW;
         if busy {
             Metrics::count(&self.metrics.content_served, "busy");
             let response =
@@ -221,7 +250,8 @@ impl ContentService {
             let _ = swarm.behaviour_mut().content.send_response(channel, response);
             return;
         }
-        self.serving.insert(request_id, peer);
+        self.serving
+            .insert(request_id, Slot { peer, connection, since: now, charged: now, cut: false });
         *self.serving_per_peer.entry(peer).or_default() += 1;
         let (store, served) = (store.clone(), served.clone());
         tokio::task::spawn_blocking(move || {
@@ -360,11 +390,36 @@ impl ContentService {
         }
     }
 
-    /// Resets the serving budgets every [`BUDGET_WINDOW`].
-    pub fn on_tick(&mut self, now: Instant) {
+    /// `peer`'s slot time this window, its requests in flight included.
+    fn slot_time_used(&self, peer: &PeerId, now: Instant) -> Duration {
+        let in_flight: Duration = self
+            .serving
+            .values()
+            .filter(|s| s.peer == *peer)
+            .map(|s| now.saturating_duration_since(s.charged))
+            .sum();
+        self.slot_time.get(peer).copied().unwrap_or_default() + in_flight
+    }
+
+    /// Charges slot time, closes the connections of responses past
+    /// [`SERVE_DEADLINE`], and resets the budgets every [`BUDGET_WINDOW`].
+    pub fn on_tick(&mut self, swarm: &mut Swarm<Behaviour>, now: Instant) {
+        for slot in self.serving.values_mut() {
+            *self.slot_time.entry(slot.peer).or_default() +=
+                now.saturating_duration_since(slot.charged);
+            slot.charged = now;
+            if !slot.cut && now.saturating_duration_since(slot.since) >= SERVE_DEADLINE {
+                // Its slot is freed by the InboundFailure the close causes.
+                slot.cut = true;
+                Metrics::count(&self.metrics.content_served, "too_slow");
+                warn!(target: "p2p", peer = %slot.peer, "content response not read within {SERVE_DEADLINE:?}: closing the connection");
+                swarm.close_connection(slot.connection);
+            }
+        }
         if now.saturating_duration_since(self.window_start) >= BUDGET_WINDOW {
             self.window_start = now;
             self.budget.clear();
+            self.slot_time.clear();
         }
     }
 }

@@ -46,7 +46,8 @@ pub(crate) struct DevnetArgs {
     /// docker compose (`--hosts node0,node1,...`); start nothing.
     #[arg(long, requires = "rpc_url")]
     setup_only: bool,
-    /// An existing dev chain (anvil, unlocked accounts) instead of starting anvil.
+    /// An existing dev chain instead of starting anvil: one with unlocked dev
+    /// accounts and anvil_setBalance or hardhat_setBalance (anvil, Hardhat).
     #[arg(long)]
     rpc_url: Option<String>,
     /// The registry's commit-reveal window in ms (0: off): partials are
@@ -203,7 +204,7 @@ pub(crate) async fn devnet(args: DevnetArgs) -> eyre::Result<()> {
     tokio::select! {
         r = demo(options, args.keep) => r,
         _ = tokio::signal::ctrl_c() => {
-            println!("\ninterrupted: stopping every node and anvil");
+            println!("\ninterrupted: stopping every node (and anvil, if the demo started it)");
             Ok(())
         }
     }
@@ -212,7 +213,14 @@ pub(crate) async fn devnet(args: DevnetArgs) -> eyre::Result<()> {
 async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
     let clock = Clock(Instant::now());
     let n = options.nodes;
-    clock.step(format_args!("starting anvil (Prague), deploying, registering {n} resolvers"));
+    match &options.rpc_url {
+        Some(url) => clock.step(format_args!(
+            "using the dev chain at {}, deploying, registering {n} resolvers",
+            resolvd_node::rpc::RpcOptions::single(url)
+        )),
+        None => clock
+            .step(format_args!("starting anvil (Prague), deploying, registering {n} resolvers")),
+    }
     let mut net = Devnet::launch(options).await.wrap_err("launching the devnet")?;
     clock.step(format_args!(
         "devnet up in {}: escrow {}, registry {}, {n} resolvd nodes meshed",
@@ -313,7 +321,7 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
     }
     if keep {
         println!("\nThe network keeps running (Ctrl-C stops it):");
-        println!("  anvil       {}", net.rpc_url);
+        println!("  chain       {}", net.rpc_url);
         println!("  escrow      {}", net.deployment.escrow);
         for node in &net.nodes {
             println!(
@@ -326,7 +334,8 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
         }
         std::future::pending::<()>().await;
     }
+    let started_anvil = net.anvil.is_some();
     net.shutdown();
-    clock.step("stopped every node and anvil");
+    clock.step(if started_anvil { "stopped every node and anvil" } else { "stopped every node" });
     Ok(())
 }

@@ -268,6 +268,28 @@ pub async fn wait_for_chain(provider: &DynProvider, url: &str) -> eyre::Result<(
     bail!("the chain did not answer on {url}")
 }
 
+/// Sets `account`'s balance on a dev chain: anvil's `anvil_setBalance`, else
+/// Hardhat's `hardhat_setBalance`. A chain with neither (not a dev chain)
+/// is an error saying so.
+pub async fn set_balance(
+    provider: &DynProvider,
+    account: Address,
+    balance: U256,
+) -> eyre::Result<()> {
+    let mut errors = Vec::new();
+    for method in ["anvil_setBalance", "hardhat_setBalance"] {
+        match provider.raw_request::<_, serde_json::Value>(method.into(), (account, balance)).await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) => errors.push(format!("{method}: {e}")),
+        }
+    }
+    bail!(
+        "the chain cannot set an account's balance ({}): the devnet needs a dev chain with          anvil_setBalance or hardhat_setBalance (anvil, Hardhat) and unlocked dev accounts",
+        errors.join("; ")
+    )
+}
+
 /// Sends a transaction from an anvil-unlocked account and waits for success.
 pub async fn send_from(
     provider: &DynProvider,
@@ -587,7 +609,8 @@ pub struct DevnetOptions {
     pub base_port: Option<u16>,
     /// Route every p2p link through a [`LinkProxy`] so tests can partition.
     pub link_proxies: bool,
-    /// Use this chain (with anvil's unlocked dev accounts) instead of starting anvil.
+    /// Use this dev chain instead of starting anvil: one with unlocked dev
+    /// accounts and `anvil_setBalance` or `hardhat_setBalance` (anvil, Hardhat).
     pub rpc_url: Option<String>,
     /// `Terms.resolverFee` of the deals opened.
     pub resolver_fee: u128,
@@ -863,12 +886,7 @@ impl Devnet {
                 std::os::unix::fs::PermissionsExt::from_mode(0o600),
             )?;
             let operator = account.address();
-            let _: () = provider
-                .raw_request(
-                    "anvil_setBalance".into(),
-                    (operator, U256::from(10u64).pow(U256::from(20u64))),
-                )
-                .await?;
+            set_balance(&provider, operator, U256::from(10u64).pow(U256::from(20u64))).await?;
             call_from(
                 &provider,
                 accounts[0],
@@ -1315,12 +1333,7 @@ impl Devnet {
         secret: &resolvd_consensus::SecretKey,
     ) -> eyre::Result<(u64, u64)> {
         let account = PrivateKeySigner::random_with(&mut rand::rngs::OsRng);
-        let _: () = self
-            .provider
-            .raw_request(
-                "anvil_setBalance".into(),
-                (account.address(), U256::from(10u64).pow(U256::from(20u64))),
-            )
+        set_balance(&self.provider, account.address(), U256::from(10u64).pow(U256::from(20u64)))
             .await?;
         call_from(
             &self.provider,

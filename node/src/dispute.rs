@@ -76,14 +76,33 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_WAITING_ORIGINS: usize = 16;
 /// Seconds past `resolveDeadline` (chain time) after which a dispute is expired.
 const EXPIRY_GRACE_SECS: u64 = 60;
-/// Distinct commitments kept per signer and dispute (commitments are not
-/// signed, so a peer can forge some; the real one is kept among them unless
-/// this many forgeries came first).
-const MAX_COMMITS_PER_SIGNER: usize = 4;
 /// Without a certificate this many commit windows after entering the reveal
-/// phase, every verified reveal counts (a committer that crashed before
-/// revealing would otherwise stall the deal until it times out).
+/// phase, the verified reveals that arrived no later than the reveal phase
+/// began count too (a signer whose commitment was lost); a reveal that
+/// arrived after it never counts without a timely commitment.
 const REVEAL_FALLBACK_WINDOWS: u32 = 3;
+/// Commit windows after the reveal phase began past which a dispute still
+/// without a certificate counts every verified reveal, late ones included:
+/// liveness over excluding a copier, once fewer than a quorum committed in
+/// time (a member that revealed at once, or replays slower than the window).
+const REVEAL_LATE_FALLBACK_WINDOWS: u32 = 6;
+/// Gossiped partials and commitments one peer may have waiting for a
+/// verification batch (per peer; beyond it they are ignored, not verified):
+/// a peer's forgeries cannot crowd out other peers' messages.
+pub const MAX_PENDING_PER_PEER: usize = 256;
+/// Commitments waiting for a verification batch, all peers together.
+const MAX_PENDING_COMMITS: usize = 4_096;
+/// Entries one peer may hold in the early buffers (partials and commitments
+/// of disputes not confirmed here yet), of `max_buffered_partials` in all.
+pub const MAX_EARLY_PER_PEER: usize = 256;
+/// Peers remembered as origins of one waiting message.
+const MAX_ORIGINS: usize = 16;
+/// Committees kept beyond the current epoch's and those of the disputes in
+/// memory (loaded for evidence naming older epochs): the oldest loaded is
+/// evicted first.
+const MAX_SPARE_COMMITTEES: usize = 4;
+/// Evidence messages (by hash) remembered as handled.
+const MAX_SEEN_EVIDENCE: usize = 4_096;
 
 /// Where a gossip message came from (to report its validation result).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -216,21 +235,23 @@ pub struct DisputeView {
 
 /// Commit-reveal of partials for one dispute, as this node saw it.
 ///
-/// A signer first gossips a [`PartialCommit`], and its partial only when the
-/// commit phase closes: commitments from at least the threshold stake were
-/// seen, or `window_ms` passed since its own commitment, or a verified
-/// reveal arrived. This node *enters the reveal phase* at the first verified
-/// reveal (its own included); from then on a commitment is late. A revealed
-/// partial counts towards this node's certificate only if its commitment
-/// came before that, so a node that copies a revealed partial instead of
+/// A signer first gossips a [`PartialCommit`] (signed by its registered key;
+/// verified before it counts or is forwarded), and its partial only when the
+/// commit phase closes: verified commitments from at least the threshold
+/// stake were seen, or `window_ms` passed since its own commitment, or a
+/// verified reveal arrived. The reveal phase begins when the first reveal
+/// that verifies *arrived* (its own included; not when its verification
+/// batch ran): a commitment that arrived later is late. A revealed partial
+/// counts towards this node's certificate only if its commitment arrived no
+/// later than that, so a node that copies a revealed partial instead of
 /// replaying is not in honest nodes' certificates and is not paid.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CommitReveal {
     /// The commit phase timeout after the node's own commitment.
     pub window_ms: u64,
-    /// Commitments that arrived before the reveal phase, by signer.
+    /// Verified commitments that arrived before the reveal phase, by signer.
     pub committed: BTreeMap<u32, Vec<B256>>,
-    /// Signers whose (first) commitment arrived in the reveal phase.
+    /// Signers whose verified commitment arrived in the reveal phase.
     pub late: Vec<u32>,
     /// Whether this node has gossiped its partial (the reveal).
     pub revealed: bool,
@@ -238,8 +259,12 @@ pub struct CommitReveal {
     pub reveal_phase_ms: Option<u64>,
     /// Verified reveals that do not count (no timely commitment).
     pub uncounted: Vec<u32>,
-    /// Whether the fallback counted every reveal (no certificate in time).
+    /// Whether the fallback ran (no certificate in time): it counts the
+    /// reveals that arrived no later than the reveal phase began.
     pub fallback: bool,
+    /// Whether the late fallback ran (still no certificate): it counts
+    /// every verified reveal.
+    pub late_fallback: bool,
 }
 
 /// A deal's EVM anchor block, as the anchor document names it.
@@ -510,6 +535,10 @@ pub enum Action {
         epoch: u64,
         /// This node's index in it.
         index: u32,
+        /// Commit-reveal is on for the dispute: also sign the commitment to
+        /// the partial ([`PartialCommit::signing_message`]) and hand it to
+        /// [`Engine::on_signed`].
+        commit: bool,
     },
     /// Gossip.
     Publish(Gossip),
@@ -615,10 +644,20 @@ struct Dispute {
     reveal_window: Option<Duration>,
     /// When this node gossiped its own commitment.
     own_commit_at: Option<Instant>,
-    /// When this node entered the reveal phase.
+    /// Its own (signed) commitment, re-gossiped until it reveals.
+    own_commit: Option<PartialCommit>,
+    /// When the first reveal that verified arrived (the reveal phase).
     reveal_phase_at: Option<Instant>,
-    /// Verified reveals not counted, for the fallback.
-    uncounted: Vec<SignedVerdict>,
+    /// Per digest, when its first reveal that verified arrived: a signer
+    /// cannot have copied a digest before it was revealed, so a commitment
+    /// that arrived no later counts for it.
+    first_reveal: HashMap<B256, Instant>,
+    /// Verified commitments (one per signer: an honest signer makes one per
+    /// deal) and when they arrived.
+    commits: BTreeMap<u32, (B256, Instant)>,
+    /// Verified reveals not counted, their digest, and when they arrived
+    /// (for the fallbacks).
+    uncounted: Vec<(SignedVerdict, B256, Instant)>,
     /// (digest, signer) of reveals verified (counted or not): a re-gossiped
     /// copy is not verified again.
     reveals_verified: HashSet<(B256, u32)>,
@@ -665,7 +704,10 @@ impl Dispute {
             finished_at: None,
             reveal_window: None,
             own_commit_at: None,
+            own_commit: None,
             reveal_phase_at: None,
+            first_reveal: HashMap::new(),
+            commits: BTreeMap::new(),
             uncounted: Vec::new(),
             reveals_verified: HashSet::new(),
         }
@@ -691,12 +733,122 @@ impl Dispute {
         self.submit_at = None;
         self.finished_at = Some(now);
     }
+
+    /// Whether `signer`'s verified commitment is `commit` and arrived no
+    /// later than the first reveal of `digest` (the partial it opens to): a
+    /// reveal of another digest (a wrong outcome revealed at once) does not
+    /// make it late.
+    fn timely(&self, signer: u32, commit: &B256, digest: &B256) -> bool {
+        let revealed = self.first_reveal.get(digest);
+        self.commits
+            .get(&signer)
+            .is_some_and(|(c, at)| c == commit && revealed.is_none_or(|first| at <= first))
+    }
+
+    /// Enters the reveal phase at `at` (the arrival of a reveal that
+    /// verified), or moves its start earlier; the view's committed / late
+    /// lists follow the arrival times.
+    fn enter_reveal_phase(&mut self, at: Instant) -> bool {
+        if self.reveal_phase_at.is_some_and(|t| t <= at) {
+            return false;
+        }
+        self.reveal_phase_at = Some(at);
+        let seen = self.seen;
+        let commits: Vec<(u32, B256, bool)> =
+            self.commits.iter().map(|(i, (c, t))| (*i, *c, *t <= at)).collect();
+        if let Some(cr) = self.view.commit_reveal.as_mut() {
+            cr.reveal_phase_ms = Some(at.saturating_duration_since(seen).as_millis() as u64);
+            cr.committed.clear();
+            cr.late.clear();
+            for (i, c, timely) in commits {
+                if timely {
+                    cr.committed.entry(i).or_default().push(c);
+                } else {
+                    cr.late.push(i);
+                }
+            }
+        }
+        true
+    }
+
+    /// Records a verified commitment (the first of its signer) that arrived at `at`.
+    fn record_commit(&mut self, signer: u32, commit: B256, at: Instant) -> bool {
+        if self.commits.contains_key(&signer) {
+            return false;
+        }
+        self.commits.insert(signer, (commit, at));
+        let timely = self.reveal_phase_at.is_none_or(|phase| at <= phase);
+        if let Some(cr) = self.view.commit_reveal.as_mut() {
+            if timely {
+                cr.committed.entry(signer).or_default().push(commit);
+            } else {
+                cr.late.push(signer);
+                cr.late.sort_unstable();
+            }
+        }
+        true
+    }
 }
 
 struct Buffered {
     partial: SignedVerdict,
     origin: Option<Origin>,
+    arrived: Instant,
     until: Instant,
+}
+
+/// A commitment held before its dispute is confirmed here.
+struct EarlyCommit {
+    commit: PartialCommit,
+    origin: Option<Origin>,
+    arrived: Instant,
+    until: Instant,
+}
+
+/// A queued partial waiting for its verification batch (one per message:
+/// a forged partial and the genuine one of the same signer and digest wait
+/// side by side, and each verdict goes to that message's own origins).
+struct Deferred {
+    partial: SignedVerdict,
+    origins: Vec<Origin>,
+    arrived: Instant,
+    /// The peer whose pending quota this entry uses.
+    charged: Option<PeerId>,
+}
+
+/// A commitment waiting for its verification batch.
+struct PendingCommit {
+    origins: Vec<Origin>,
+    arrived: Instant,
+    charged: Option<PeerId>,
+}
+
+/// The key of a deferred partial: the message itself.
+type PartialKey = (B256, u32, [u8; 96]);
+
+/// Per-peer counts against a quota.
+#[derive(Debug, Default)]
+struct Quota(HashMap<PeerId, usize>);
+
+impl Quota {
+    /// Takes one unit for `peer` if it holds fewer than `cap`.
+    fn take(&mut self, peer: &PeerId, cap: usize) -> bool {
+        let n = self.0.entry(*peer).or_default();
+        if *n >= cap {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    fn give(&mut self, peer: &PeerId) {
+        if let Some(n) = self.0.get_mut(peer) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.0.remove(peer);
+            }
+        }
+    }
 }
 
 struct SlashTask {
@@ -736,16 +888,28 @@ pub struct Engine {
     /// Partials for disputes not confirmed here yet (or whose committee is loading).
     buffered: HashMap<B256, Vec<Buffered>>,
     buffered_len: usize,
-    /// Queued partials waiting for the batch, with every origin that sent them.
-    deferred: HashMap<(B256, u32), (SignedVerdict, Vec<Origin>)>,
+    /// Early-buffer entries (partials and commitments) held per peer.
+    early_quota: Quota,
+    /// Queued partials waiting for the batch (by message), with every origin
+    /// that sent them.
+    deferred: HashMap<PartialKey, Deferred>,
+    /// Commitments waiting for the batch (by message).
+    pending_commits: HashMap<PartialCommit, PendingCommit>,
+    /// Deferred partials and pending commitments held per peer.
+    pending_quota: Quota,
     /// Gossip announcements waiting for their confirmation.
     confirming: HashMap<B256, Vec<Origin>>,
     /// Chain-seen disputes being confirmed.
     chain_confirming: HashSet<B256>,
     /// Announcements the chain refuted, and how.
     refuted: HashMap<B256, Confirmation>,
-    /// Evidence already handled (hash of its wire bytes).
-    seen_evidence: HashSet<B256>,
+    /// Evidence already handled (hash of its wire bytes; the newest ones).
+    seen_evidence: Recent,
+    /// Gossiped evidence waiting for the committees it names (at most one:
+    /// committee loads for evidence are made one at a time).
+    evidence_waiting: Option<(resolvd_proto::wire::ConflictEvidence, Origin)>,
+    /// Order in which committees were loaded (for eviction).
+    committee_order: VecDeque<u64>,
     /// (deal, resolver) pairs already slashed on chain.
     slashed: HashSet<(B256, u32)>,
     slashes: Vec<SlashTask>,
@@ -755,7 +919,7 @@ pub struct Engine {
     /// pinned by each dispute when this node starts it.
     commit_reveal: Option<Duration>,
     /// Commitments for disputes not started here yet (bounded like `buffered`).
-    early_commits: HashMap<B256, Vec<(PartialCommit, Option<Origin>, Instant)>>,
+    early_commits: HashMap<B256, Vec<EarlyCommit>>,
     early_commits_len: usize,
     process_at: Option<Instant>,
     actions: VecDeque<Action>,
@@ -792,11 +956,16 @@ impl Engine {
             finished,
             buffered: HashMap::new(),
             buffered_len: 0,
+            early_quota: Quota::default(),
             deferred: HashMap::new(),
+            pending_commits: HashMap::new(),
+            pending_quota: Quota::default(),
             confirming: HashMap::new(),
             chain_confirming: HashSet::new(),
             refuted: HashMap::new(),
-            seen_evidence: HashSet::new(),
+            seen_evidence: Recent::new(MAX_SEEN_EVIDENCE),
+            evidence_waiting: None,
+            committee_order: VecDeque::new(),
             slashed: HashSet::new(),
             slashes: Vec::new(),
             doppelganger: None,
@@ -945,6 +1114,51 @@ impl Engine {
                 self.committee_retry.insert(epoch, now + self.cfg.retry);
             }
         }
+        self.retry_waiting_evidence(now);
+    }
+
+    /// Epochs whose committees must stay loaded: the current one, those of
+    /// the disputes in memory and of pending slashings, and those the
+    /// waiting evidence names.
+    fn epochs_in_use(&self) -> HashSet<u64> {
+        let mut keep: HashSet<u64> = self.disputes.values().map(|d| d.info.epoch).collect();
+        keep.insert(self.current_epoch);
+        keep.extend(
+            self.slashes.iter().flat_map(|t| [t.request.first.epoch, t.request.second.epoch]),
+        );
+        if let Some((e, _)) = &self.evidence_waiting {
+            keep.extend([e.first.epoch, e.second.epoch]);
+        }
+        keep
+    }
+
+    /// Evicts committees no dispute, slashing or waiting evidence needs,
+    /// beyond [`MAX_SPARE_COMMITTEES`] (oldest loaded first).
+    fn evict_committees(&mut self) {
+        if self.committees.len() <= MAX_SPARE_COMMITTEES {
+            return;
+        }
+        let keep = self.epochs_in_use();
+        let mut spare = self.committee_order.iter().filter(|e| !keep.contains(e)).count();
+        let mut evict = Vec::new();
+        for e in &self.committee_order {
+            if spare <= MAX_SPARE_COMMITTEES {
+                break;
+            }
+            if !keep.contains(e) {
+                evict.push(*e);
+                spare -= 1;
+            }
+        }
+        for epoch in evict {
+            debug!(target: "chain", epoch, "committee evicted");
+            self.committees.remove(&epoch);
+            self.committee_order.retain(|e| *e != epoch);
+            self.builders.retain(|(_, e), _| *e != epoch);
+            for conflict in self.conflicts.values_mut() {
+                conflict.remove_committee(epoch);
+            }
+        }
     }
 
     /// Makes a committee known (a committee of an epoch that exists is final:
@@ -965,6 +1179,7 @@ impl Engine {
             );
         }
         self.committees.insert(epoch, committee);
+        self.committee_order.push_back(epoch);
         let waiting: Vec<B256> = self
             .disputes
             .values()
@@ -972,6 +1187,7 @@ impl Engine {
             .map(|d| d.info.deal_id)
             .collect();
         for deal_id in waiting {
+            self.release_early_commits(&deal_id, now);
             self.release_buffered(&deal_id, now);
             self.advance(deal_id, now);
         }
@@ -1019,24 +1235,28 @@ impl Engine {
                 d.view.phase = Phase::Signed;
                 d.own = Some(p.clone());
                 if d.reveal_window.is_some() {
-                    // The same commitment again (BLS signing is deterministic);
-                    // revealed when the commit phase closes.
-                    d.own_commit_at = Some(now);
-                    self.push(Action::Publish(Gossip::Commit(PartialCommit::of(p))));
+                    // Signed again (the same commitment: protection allows
+                    // it, BLS signing is deterministic) for a signed
+                    // commitment, which `on_signed` gossips; revealed when
+                    // the commit phase closes.
+                    self.push(Action::Sign {
+                        deal_id,
+                        escrow: d.info.escrow,
+                        commitment: p.commitment,
+                        epoch: p.epoch,
+                        index: p.signer_index,
+                        commit: true,
+                    });
                 } else {
                     self.push(Action::Publish(Gossip::Verdict(p.clone())));
                 }
             }
         }
-        if let Some(cr) = d.view.commit_reveal.as_mut() {
+        if d.reveal_window.is_some() {
             // Stored partials were counted before the restart: their
             // commitments were in time.
             for p in &partials {
-                let c = PartialCommit::of(p);
-                let list = cr.committed.entry(c.signer_index).or_default();
-                if !list.contains(&c.commit) {
-                    list.push(c.commit);
-                }
+                d.record_commit(p.signer_index, PartialCommit::commit_of(p), now);
             }
         }
         if let Some(qc) = certificate {
@@ -1060,7 +1280,7 @@ impl Engine {
         self.disputes.insert(deal_id, d);
         for p in partials {
             if Some(p.signer_index) != unrevealed_own {
-                self.queue_partial(p, None, now);
+                self.queue_partial(p, None, now, now);
             }
         }
         if phase == Phase::Fetching {
@@ -1110,37 +1330,35 @@ impl Engine {
     pub fn on_gossip(&mut self, origin: Origin, gossip: Gossip, now: Instant) {
         match gossip {
             Gossip::Dispute(a) => self.on_announcement(a, origin),
-            Gossip::Verdict(p) => self.queue_partial(p, Some(origin), now),
+            Gossip::Verdict(p) => self.queue_partial(p, Some(origin), now, now),
             Gossip::Commit(c) => {
-                let acceptance = self.on_commit(c, Some(origin.clone()), now);
+                let acceptance = self.on_commit(c, Some(origin.clone()), now, now);
                 if let Some(acceptance) = acceptance {
                     self.report(origin, Topic::Commits, acceptance);
                 }
             }
             Gossip::Certificate(c) => {
-                let acceptance = match QuorumCertificate::from_wire(&c) {
-                    Err(e) => {
-                        warn!(target: "p2p", peer = %origin.peer, error = %e, "bad certificate encoding");
-                        MessageAcceptance::Reject
-                    }
-                    Ok(qc) => self.on_gossiped_certificate(qc, &origin, now),
-                };
+                let acceptance = self.on_gossiped_certificate(&c, &origin, now);
                 self.report(origin, Topic::Certificates, acceptance);
             }
             Gossip::Evidence(e) => {
-                let acceptance = self.on_gossiped_evidence(&e, &origin, now);
-                self.report(origin, Topic::Evidence, acceptance);
+                if let Some(acceptance) = self.on_gossiped_evidence(*e, &origin, now) {
+                    self.report(origin, Topic::Evidence, acceptance);
+                }
             }
         }
     }
 
+    /// The deal is looked up (and every cheap check made) before the
+    /// certificate's signature is decompressed: a certificate that would be
+    /// ignored costs a map lookup, not a point decompression.
     fn on_gossiped_certificate(
         &mut self,
-        qc: QuorumCertificate,
+        w: &resolvd_proto::wire::QuorumCertificate,
         origin: &Origin,
         now: Instant,
     ) -> MessageAcceptance {
-        let deal_id = qc.commitment.deal_id;
+        let deal_id = w.commitment.deal_id;
         let Some(d) = self.disputes.get(&deal_id) else {
             // Not confirmed here (or long settled): no pairing for it. The
             // sender republishes while the dispute is open.
@@ -1149,7 +1367,7 @@ impl Engine {
         if d.view.phase.is_final() {
             return MessageAcceptance::Ignore;
         }
-        if qc.epoch != d.info.epoch || !matches_deal(&qc.commitment, &d.info) {
+        if w.epoch != d.info.epoch || !matches_deal(&w.commitment, &d.info) {
             warn!(target: "p2p", peer = %origin.peer, deal = %deal_id, "certificate does not match the confirmed deal");
             return MessageAcceptance::Reject;
         }
@@ -1158,14 +1376,21 @@ impl Engine {
             // variants cost nothing (no pairing, no score).
             return MessageAcceptance::Ignore;
         }
-        if !d.rejected.is_empty() && d.rejected.contains(&certificate_id(&qc)) {
+        if !d.rejected.is_empty() && d.rejected.contains(&keccak256(w.encode_wire())) {
             return MessageAcceptance::Ignore;
         }
         let Some(domain) = self.domains.get(&d.info.escrow) else {
             return MessageAcceptance::Ignore;
         };
-        let Some(committee) = self.committees.get(&qc.epoch) else {
+        let Some(committee) = self.committees.get(&w.epoch) else {
             return MessageAcceptance::Ignore;
+        };
+        let qc = match QuorumCertificate::from_wire(w) {
+            Ok(qc) => qc,
+            Err(e) => {
+                warn!(target: "p2p", peer = %origin.peer, error = %e, "bad certificate encoding");
+                return MessageAcceptance::Reject;
+            }
         };
         match qc.verify(committee, domain) {
             Ok(_) => {
@@ -1179,43 +1404,56 @@ impl Engine {
         }
     }
 
+    /// Gossiped evidence; `None`: held until the committees it names are
+    /// loaded (then verified and reported). Committees are loaded for one
+    /// evidence message at a time; evidence naming an unloaded epoch while
+    /// another waits is ignored (its sender republishes valid evidence), so
+    /// a flood of evidence naming old epochs makes at most one committee
+    /// load at a time, each one judged (and a forgery rejected) before the next.
     fn on_gossiped_evidence(
         &mut self,
-        e: &resolvd_proto::wire::ConflictEvidence,
+        e: resolvd_proto::wire::ConflictEvidence,
         origin: &Origin,
         now: Instant,
-    ) -> MessageAcceptance {
+    ) -> Option<MessageAcceptance> {
         let id = keccak256(e.encode_wire());
         if self.seen_evidence.contains(&id) {
-            return MessageAcceptance::Ignore;
+            return Some(MessageAcceptance::Ignore);
+        }
+        let oldest = self.current_epoch.saturating_sub(self.cfg.evidence_epochs);
+        let mut missing = Vec::new();
+        for epoch in [e.first.epoch, e.second.epoch] {
+            if epoch == 0 || epoch > self.current_epoch || epoch < oldest {
+                // Names an epoch that does not exist (yet) here, or is out of range.
+                warn!(target: "p2p", peer = %origin.peer, epoch, current = self.current_epoch, "evidence names an epoch out of range");
+                return Some(MessageAcceptance::Reject);
+            }
+            if !self.committees.contains_key(&epoch) && !missing.contains(&epoch) {
+                missing.push(epoch);
+            }
+        }
+        if !missing.is_empty() {
+            if self.evidence_waiting.is_some() {
+                Metrics::count(&self.metrics.gossip_bounded, "evidence_busy");
+                return Some(MessageAcceptance::Ignore);
+            }
+            for epoch in missing {
+                self.load_committee(epoch);
+            }
+            self.evidence_waiting = Some((e, origin.clone()));
+            return None;
         }
         let parsed = Attestation::from_wire(&e.first)
             .and_then(|a| Ok((a, Attestation::from_wire(&e.second)?)));
         let (a, b) = match parsed {
             Err(err) => {
                 warn!(target: "p2p", peer = %origin.peer, error = %err, "bad evidence encoding");
-                return MessageAcceptance::Reject;
+                return Some(MessageAcceptance::Reject);
             }
             Ok(pair) => pair,
         };
-        let oldest = self.current_epoch.saturating_sub(self.cfg.evidence_epochs);
-        let mut missing = false;
-        for epoch in [a.epoch, b.epoch] {
-            if epoch == 0 || epoch > self.current_epoch || epoch < oldest {
-                // Names an epoch that does not exist (yet) here, or is out of range.
-                warn!(target: "p2p", peer = %origin.peer, epoch, current = self.current_epoch, "evidence names an epoch out of range");
-                return MessageAcceptance::Reject;
-            }
-            if !self.committees.contains_key(&epoch) {
-                self.load_committee(epoch);
-                missing = true;
-            }
-        }
-        if missing {
-            return MessageAcceptance::Ignore;
-        }
         self.seen_evidence.insert(id);
-        match self.verify_evidence(a, b) {
+        Some(match self.verify_evidence(a, b) {
             Ok((ev, escrow)) => {
                 self.on_evidence(ev, escrow, false, now);
                 MessageAcceptance::Accept
@@ -1224,7 +1462,31 @@ impl Engine {
                 warn!(target: "p2p", peer = %origin.peer, error = %err, "invalid evidence");
                 MessageAcceptance::Reject
             }
+        })
+    }
+
+    /// The evidence waiting for committees, once they are loaded (or can no
+    /// longer be: an epoch neither loaded, loading nor retried is given up).
+    fn retry_waiting_evidence(&mut self, now: Instant) {
+        let Some((e, _)) = &self.evidence_waiting else { return };
+        let epochs = [e.first.epoch, e.second.epoch];
+        let ready = epochs.iter().all(|ep| self.committees.contains_key(ep));
+        let hopeless = epochs.iter().any(|ep| {
+            !self.committees.contains_key(ep)
+                && !self.loading.contains(ep)
+                && !self.committee_retry.contains_key(ep)
+        });
+        if !ready && !hopeless {
+            return;
         }
+        let Some((e, origin)) = self.evidence_waiting.take() else { return };
+        let acceptance = if ready {
+            // Cannot wait again: every committee it names is loaded.
+            self.on_gossiped_evidence(e, &origin, now).unwrap_or(MessageAcceptance::Ignore)
+        } else {
+            MessageAcceptance::Ignore
+        };
+        self.report(origin, Topic::Evidence, acceptance);
     }
 
     fn on_announcement(&mut self, a: DisputeAnnouncement, origin: Origin) {
@@ -1533,11 +1795,13 @@ impl Engine {
                 error!(target: "pipeline", deal = %deal_id, certified = ?qc.commitment.outcome, replayed = ?commitment.outcome, "ALARM: a certificate certifies a commitment this node's replay does not reproduce");
             }
         }
-        let (epoch, escrow) = (d.info.epoch, d.info.escrow);
+        let (epoch, escrow, commit) = (d.info.epoch, d.info.escrow, d.reveal_window.is_some());
         let has_certificate = d.certificate.is_some();
         self.push(Action::PersistEnvelope(Box::new(envelope)));
         match self.my_index(epoch) {
-            Some(index) => self.push(Action::Sign { deal_id, escrow, commitment, epoch, index }),
+            Some(index) => {
+                self.push(Action::Sign { deal_id, escrow, commitment, epoch, index, commit })
+            }
             None => {
                 if let Some(d) = self.disputes.get_mut(&deal_id) {
                     d.view.phase =
@@ -1547,8 +1811,14 @@ impl Engine {
         }
     }
 
-    /// The shell signed (and persisted) this node's partial.
-    pub fn on_signed(&mut self, partial: SignedVerdict, now: Instant) {
+    /// The shell signed (and persisted) this node's partial, and its signed
+    /// commitment when the [`Action::Sign`] asked for one.
+    pub fn on_signed(
+        &mut self,
+        partial: SignedVerdict,
+        commit: Option<PartialCommit>,
+        now: Instant,
+    ) {
         let deal_id = partial.commitment.deal_id;
         self.metrics.signatures.inc();
         info!(target: "pipeline", deal = %deal_id, signer = partial.signer_index, "signed");
@@ -1558,33 +1828,44 @@ impl Engine {
             d.own = Some(partial.clone());
         } else if d.own.as_ref() != Some(&partial) {
             // Only fault injection produces a second signature.
-            d.extra.push(partial.clone());
+            if !d.extra.contains(&partial) {
+                d.extra.push(partial.clone());
+            }
+            let unrevealed = d.view.commit_reveal.as_ref().is_some_and(|cr| !cr.revealed);
+            if d.reveal_window.is_some() && unrevealed {
+                // Revealed with the own partial.
+                return;
+            }
         }
         if d.view.phase == Phase::Replaying {
             d.view.phase = if d.certificate.is_some() { Phase::Certified } else { Phase::Signed };
         }
         d.last_publish = now;
+        let commit = commit.filter(|c| c.opens_to(&partial));
         if d.reveal_window.is_some() && d.own.as_ref() == Some(&partial) {
-            // Commit now; the partial itself once the commit phase closes.
-            if d.own_commit_at.is_none() {
-                d.own_commit_at = Some(now);
-                let commit = PartialCommit::of(&partial);
-                if d.reveal_phase_at.is_none() {
+            match commit {
+                Some(commit) => {
+                    // Commit now; the partial itself once the commit phase closes.
+                    if d.own_commit_at.is_none() {
+                        d.own_commit_at = Some(now);
+                        d.own_commit = Some(commit);
+                        d.record_commit(commit.signer_index, commit.commit, now);
+                        debug!(target: "pipeline", deal = %deal_id, commit = %commit.commit, "committed to the partial");
+                        self.push(Action::Publish(Gossip::Commit(commit)));
+                    }
+                    self.maybe_reveal(deal_id, now);
+                    return;
+                }
+                None => {
+                    error!(target: "pipeline", deal = %deal_id, "no signed commitment for the partial: revealing it at once");
                     if let Some(cr) = d.view.commit_reveal.as_mut() {
-                        let list = cr.committed.entry(commit.signer_index).or_default();
-                        if !list.contains(&commit.commit) {
-                            list.push(commit.commit);
-                        }
+                        cr.revealed = true;
                     }
                 }
-                debug!(target: "pipeline", deal = %deal_id, commit = %commit.commit, "committed to the partial");
-                self.push(Action::Publish(Gossip::Commit(commit)));
             }
-            self.maybe_reveal(deal_id, now);
-            return;
         }
         self.push(Action::Publish(Gossip::Verdict(partial.clone())));
-        self.queue_partial(partial, None, now);
+        self.queue_partial(partial, None, now, now);
     }
 
     // ------------------------------------------------------------ commit-reveal
@@ -1602,8 +1883,13 @@ impl Engine {
         if cr.revealed || d.view.phase.is_final() {
             return;
         }
-        let why = if d.reveal_phase_at.is_some() {
-            "a reveal was seen"
+        // A reveal of another digest gives nothing of this node's away: it
+        // keeps its partial hidden until its own digest is public, its
+        // commit phase closed, or its window passed.
+        let own_digest_revealed =
+            d.view.digest.is_some_and(|digest| d.first_reveal.contains_key(&digest));
+        let why = if own_digest_revealed {
+            "a reveal of its digest was seen"
         } else if self.committed_stake_met(d) {
             "commitments from the threshold stake"
         } else if now >= at + window {
@@ -1612,6 +1898,7 @@ impl Engine {
             return;
         };
         let own = own.clone();
+        let extra = d.extra.clone();
         if let Some(d) = self.disputes.get_mut(&deal_id) {
             if let Some(cr) = d.view.commit_reveal.as_mut() {
                 cr.revealed = true;
@@ -1620,49 +1907,62 @@ impl Engine {
         }
         info!(target: "pipeline", deal = %deal_id, why, "revealing the partial");
         self.push(Action::Publish(Gossip::Verdict(own.clone())));
-        self.queue_partial(own, None, now);
+        self.queue_partial(own, None, now, now);
+        for p in extra {
+            self.push(Action::Publish(Gossip::Verdict(p.clone())));
+            self.queue_partial(p, None, now, now);
+        }
     }
 
-    /// Whether the signers that committed in time hold the threshold stake.
+    /// Whether the signers whose verified commitments came in time for this
+    /// node's digest (before its first reveal) hold the threshold stake.
     fn committed_stake_met(&self, d: &Dispute) -> bool {
-        let (Some(committee), Some(cr)) =
-            (self.committees.get(&d.info.epoch), d.view.commit_reveal.as_ref())
-        else {
-            return false;
-        };
-        let stake = cr
-            .committed
-            .keys()
-            .filter_map(|i| committee.member(*i).ok())
+        let Some(committee) = self.committees.get(&d.info.epoch) else { return false };
+        let revealed = d.view.digest.and_then(|digest| d.first_reveal.get(&digest));
+        let stake = d
+            .commits
+            .iter()
+            .filter(|(_, (_, at))| revealed.is_none_or(|first| at <= first))
+            .filter_map(|(i, _)| committee.member(*i).ok())
             .fold(alloy_primitives::U256::ZERO, |sum, m| sum + m.stake);
         committee.meets_threshold(stake)
     }
 
     /// A commitment to a partial, gossiped (`origin`) or released from the
-    /// early buffer. `None`: held (reported when released or dropped).
+    /// early buffer, that arrived at `arrived`. `None`: held or queued for
+    /// verification (reported when verified, released or dropped).
+    ///
+    /// Order of the checks: nothing is held for a signer that is not a
+    /// member of a loaded committee; a commitment is verified (its BLS
+    /// signature by the member's registered key) before it counts or is
+    /// forwarded; one verified commitment is kept per signer (an honest
+    /// signer makes one per deal), after which that signer's other
+    /// commitments are ignored unverified.
     fn on_commit(
         &mut self,
         c: PartialCommit,
         origin: Option<Origin>,
+        arrived: Instant,
         now: Instant,
     ) -> Option<MessageAcceptance> {
         let deal_id = c.deal_id;
         if c.epoch == 0 {
             return Some(MessageAcceptance::Reject);
         }
+        if let Some(committee) = self.committees.get(&c.epoch) {
+            if committee.member(c.signer_index).is_err() {
+                if let Some(o) = &origin {
+                    warn!(target: "p2p", peer = %o.peer, deal = %deal_id, signer = c.signer_index, "rejecting commitment of a non-member");
+                }
+                return Some(MessageAcceptance::Reject);
+            }
+        }
         let Some(d) = self.disputes.get_mut(&deal_id) else {
             if self.finished.contains(&deal_id) {
                 return Some(MessageAcceptance::Ignore);
             }
             // Not started here yet: held like an early partial.
-            if self.early_commits_len >= self.cfg.max_buffered_partials {
-                self.metrics.dropped_partials.inc();
-                return Some(MessageAcceptance::Ignore);
-            }
-            self.early_commits_len += 1;
-            let until = now + self.cfg.buffer_ttl;
-            self.early_commits.entry(deal_id).or_default().push((c, origin, until));
-            return None;
+            return self.hold_early_commit(c, origin, arrived, now);
         };
         if d.view.phase.is_final() {
             return Some(MessageAcceptance::Ignore);
@@ -1677,88 +1977,251 @@ impl Engine {
             // Commit-reveal is off here (a node with another setting).
             return Some(MessageAcceptance::Ignore);
         }
-        if let Some(committee) = self.committees.get(&c.epoch) {
-            if committee.member(c.signer_index).is_err() {
-                if let Some(o) = &origin {
-                    warn!(target: "p2p", peer = %o.peer, deal = %deal_id, signer = c.signer_index, "rejecting commitment of a non-member");
-                }
-                return Some(MessageAcceptance::Reject);
-            }
-        }
-        let entered = d.reveal_phase_at.is_some();
-        let Some(cr) = d.view.commit_reveal.as_mut() else {
+        if d.commits.contains_key(&c.signer_index) {
+            // The signer's commitment is held (this one, or another: only a
+            // forgery or the signer's own misbehaviour; neither is spread).
             return Some(MessageAcceptance::Ignore);
-        };
-        if entered {
-            let known = cr.committed.get(&c.signer_index).is_some_and(|l| l.contains(&c.commit));
-            if known || cr.late.contains(&c.signer_index) {
-                // Forwarded once per signer: late commitments cannot be told
-                // from forgeries, so more of them would only spread spam.
+        }
+        if !self.committees.contains_key(&c.epoch) {
+            // The dispute's committee is still loading: held until it is.
+            return self.hold_early_commit(c, origin, arrived, now);
+        }
+        if let Some(pending) = self.pending_commits.get_mut(&c) {
+            // The same message from another peer: one verdict for all.
+            pending.arrived = pending.arrived.min(arrived);
+            return match origin {
+                Some(o) if pending.origins.len() < MAX_ORIGINS => {
+                    pending.origins.push(o);
+                    None
+                }
+                Some(_) => Some(MessageAcceptance::Ignore),
+                None => None,
+            };
+        }
+        if self.pending_commits.len() >= MAX_PENDING_COMMITS {
+            Metrics::count(&self.metrics.gossip_bounded, "commits_full");
+            return Some(MessageAcceptance::Ignore);
+        }
+        let charged = match origin.as_ref() {
+            Some(o) if !self.pending_quota.take(&o.peer, MAX_PENDING_PER_PEER) => {
+                Metrics::count(&self.metrics.gossip_bounded, "pending_quota");
                 return Some(MessageAcceptance::Ignore);
             }
-            cr.late.push(c.signer_index);
-            cr.late.sort_unstable();
-            Metrics::count(&self.metrics.commit_reveal, "late_commit");
-            info!(target: "pipeline", deal = %deal_id, signer = c.signer_index, "commitment arrived in the reveal phase: its partial will not count");
-            return Some(MessageAcceptance::Accept);
-        }
-        let list = cr.committed.entry(c.signer_index).or_default();
-        if list.contains(&c.commit) || list.len() >= MAX_COMMITS_PER_SIGNER {
-            return Some(MessageAcceptance::Ignore);
-        }
-        list.push(c.commit);
-        self.maybe_reveal(deal_id, now);
-        Some(MessageAcceptance::Accept)
+            Some(o) => Some(o.peer),
+            None => None,
+        };
+        self.pending_commits
+            .insert(c, PendingCommit { origins: origin.into_iter().collect(), arrived, charged });
+        let due = now + BATCH_WINDOW;
+        self.process_at = Some(self.process_at.map_or(due, |at| at.min(due)));
+        None
     }
 
-    fn release_early_commits(&mut self, deal_id: &B256, now: Instant) {
-        for (c, origin, _) in self.early_commits.remove(deal_id).unwrap_or_default() {
-            self.early_commits_len -= 1;
-            let acceptance = self.on_commit(c, None, now);
-            if let (Some(origin), Some(acceptance)) = (origin, acceptance) {
+    /// Verifies the pending commitments (one randomised multi-pairing) and
+    /// records the valid ones; every origin gets its own message's verdict.
+    fn verify_commits(&mut self, seed: &[u8; 32], now: Instant) {
+        if self.pending_commits.is_empty() {
+            return;
+        }
+        let mut pending: Vec<(PartialCommit, PendingCommit)> =
+            self.pending_commits.drain().collect();
+        // Handled in arrival order (then by deal and signer), not the map's:
+        // the timely commitments, and so the certificate, must not depend on
+        // hashing order.
+        pending.sort_by(|(a, pa), (b, pb)| {
+            (pa.arrived, a.deal_id, a.signer_index, a.epoch, a.commit).cmp(&(
+                pb.arrived,
+                b.deal_id,
+                b.signer_index,
+                b.epoch,
+                b.commit,
+            ))
+        });
+        let mut checked: Vec<(PartialCommit, PendingCommit, Option<bool>)> = Vec::new();
+        {
+            let mut keys = Vec::new();
+            let mut sigs = Vec::new();
+            let mut index = Vec::new();
+            for (n, (c, _)) in pending.iter().enumerate() {
+                let key = self
+                    .committees
+                    .get(&c.epoch)
+                    .and_then(|committee| committee.member(c.signer_index).ok())
+                    .map(|m| m.key);
+                let sig = resolvd_consensus::Signature::from_compressed(&c.signature).ok();
+                if let (Some(key), Some(sig)) = (key, sig) {
+                    keys.push((c.signing_message(), key));
+                    sigs.push(sig);
+                    index.push(n);
+                }
+            }
+            let items: Vec<(B256, resolvd_consensus::batch::Item<'_>)> = keys
+                .iter()
+                .zip(&sigs)
+                .map(|((m, key), signature)| {
+                    (*m, resolvd_consensus::batch::Item { key, signature })
+                })
+                .collect();
+            let invalid = resolvd_consensus::batch::verify_commits(&items, seed);
+            let mut verdicts = vec![None; pending.len()];
+            for (pos, n) in index.into_iter().enumerate() {
+                verdicts[n] = Some(invalid.binary_search(&pos).is_err());
+            }
+            for ((c, p), v) in pending.into_iter().zip(verdicts) {
+                checked.push((c, p, v));
+            }
+        }
+        for (c, p, valid) in checked {
+            if let Some(peer) = &p.charged {
+                self.pending_quota.give(peer);
+            }
+            let acceptance = match valid {
+                Some(true) => {
+                    Metrics::count(&self.metrics.commit_reveal, "valid_commit");
+                    self.on_verified_commit(&c, p.arrived, now)
+                }
+                Some(false) => {
+                    Metrics::count(&self.metrics.commit_reveal, "invalid_commit");
+                    MessageAcceptance::Reject
+                }
+                // Its committee was evicted, or the signature does not decode.
+                None if self.committees.contains_key(&c.epoch) => MessageAcceptance::Reject,
+                None => MessageAcceptance::Ignore,
+            };
+            for origin in p.origins {
+                if acceptance == MessageAcceptance::Reject {
+                    warn!(target: "p2p", peer = %origin.peer, deal = %c.deal_id, signer = c.signer_index, "rejecting commitment with an invalid signature");
+                }
                 self.report(origin, Topic::Commits, acceptance);
             }
         }
     }
 
-    /// A verified reveal of a commit-reveal dispute: enters the reveal phase
-    /// (the first one), and counts it if its commitment came in time.
-    fn on_verified_reveal(&mut self, p: &SignedVerdict, digest: B256, now: Instant) {
+    /// A verified commitment: recorded (timely or late by its arrival), and
+    /// a reveal of it verified meanwhile counts now.
+    fn on_verified_commit(
+        &mut self,
+        c: &PartialCommit,
+        arrived: Instant,
+        now: Instant,
+    ) -> MessageAcceptance {
+        let deal_id = c.deal_id;
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return MessageAcceptance::Ignore };
+        if d.view.phase.is_final() || !d.record_commit(c.signer_index, c.commit, arrived) {
+            return MessageAcceptance::Ignore;
+        }
+        if d.reveal_phase_at.is_some_and(|phase| arrived > phase) {
+            // Late unless its partial's digest was not revealed yet.
+            Metrics::count(&self.metrics.commit_reveal, "late_commit");
+            info!(target: "pipeline", deal = %deal_id, signer = c.signer_index, "commitment arrived in the reveal phase: its partial counts only if its digest was not revealed before");
+        }
+        // Its reveal may have been verified first (another batch): it
+        // counts if the commitment arrived no later than its digest's first
+        // reveal.
+        let opened = d.uncounted.iter().position(|(p, digest, _)| {
+            c.opens_to(p) && d.timely(c.signer_index, &c.commit, digest)
+        });
+        if let Some(pos) = opened {
+            let (p, _, _) = d.uncounted.remove(pos);
+            if let Some(cr) = d.view.commit_reveal.as_mut() {
+                cr.uncounted.retain(|i| *i != p.signer_index);
+            }
+            self.count_reveal(&p, now);
+        }
+        self.maybe_reveal(deal_id, now);
+        MessageAcceptance::Accept
+    }
+
+    /// Adds a verified reveal to the certificate builder.
+    fn count_reveal(&mut self, p: &SignedVerdict, now: Instant) {
+        let Some(d) = self.disputes.get(&p.commitment.deal_id) else { return };
+        if d.own.as_ref() != Some(p) {
+            self.actions.push_back(Action::PersistPartial(p.clone()));
+        }
+        let escrow = d.info.escrow;
+        let qc = self.builders.get_mut(&(escrow, p.epoch)).and_then(|b| b.count_verified(p));
+        if let Some(qc) = qc {
+            self.on_certificate(qc, true, now);
+        }
+    }
+
+    /// Holds a commitment until its dispute starts or its committee is
+    /// loaded, within the early buffers' total and per-peer bounds. `None`:
+    /// held (reported when released or dropped).
+    fn hold_early_commit(
+        &mut self,
+        c: PartialCommit,
+        origin: Option<Origin>,
+        arrived: Instant,
+        now: Instant,
+    ) -> Option<MessageAcceptance> {
+        if self.early_commits_len >= self.cfg.max_buffered_partials {
+            self.metrics.dropped_partials.inc();
+            return Some(MessageAcceptance::Ignore);
+        }
+        if let Some(o) = &origin {
+            if !self.early_quota.take(&o.peer, MAX_EARLY_PER_PEER) {
+                Metrics::count(&self.metrics.gossip_bounded, "early_quota");
+                return Some(MessageAcceptance::Ignore);
+            }
+        }
+        self.early_commits_len += 1;
+        let until = now + self.cfg.buffer_ttl;
+        self.early_commits.entry(c.deal_id).or_default().push(EarlyCommit {
+            commit: c,
+            origin,
+            arrived,
+            until,
+        });
+        None
+    }
+
+    fn release_early_commits(&mut self, deal_id: &B256, now: Instant) {
+        for e in self.early_commits.remove(deal_id).unwrap_or_default() {
+            self.early_commits_len -= 1;
+            if let Some(o) = &e.origin {
+                self.early_quota.give(&o.peer);
+            }
+            let acceptance = self.on_commit(e.commit, e.origin.clone(), e.arrived, now);
+            if let (Some(origin), Some(acceptance)) = (e.origin, acceptance) {
+                self.report(origin, Topic::Commits, acceptance);
+            }
+        }
+    }
+
+    /// A verified reveal of a commit-reveal dispute that arrived at
+    /// `arrived`: the reveal phase begins at the arrival of the first one;
+    /// it counts if its signer's verified commitment arrived no later.
+    fn on_verified_reveal(
+        &mut self,
+        p: &SignedVerdict,
+        digest: B256,
+        arrived: Instant,
+        now: Instant,
+    ) {
         let deal_id = p.commitment.deal_id;
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
         if d.reveal_window.is_none() || !d.reveals_verified.insert((digest, p.signer_index)) {
             return;
         }
         let entered_now = d.reveal_phase_at.is_none();
-        if entered_now {
-            d.reveal_phase_at = Some(now);
+        let first = d.first_reveal.entry(digest).or_insert(arrived);
+        *first = (*first).min(arrived);
+        if d.enter_reveal_phase(arrived) && entered_now {
+            let committed = d.view.commit_reveal.as_ref().map_or(0, |cr| cr.committed.len());
+            info!(target: "pipeline", deal = %deal_id, committed, "reveal phase");
         }
-        let seen = d.seen;
         let own = d.own.as_ref() == Some(p);
-        let escrow = d.info.escrow;
-        let Some(cr) = d.view.commit_reveal.as_mut() else { return };
-        if entered_now {
-            cr.reveal_phase_ms = Some(now.saturating_duration_since(seen).as_millis() as u64);
-            info!(target: "pipeline", deal = %deal_id, committed = cr.committed.len(), "reveal phase");
-        }
-        let commit = PartialCommit::of(p).commit;
-        let counted = own
-            || cr.fallback
-            || cr.committed.get(&p.signer_index).is_some_and(|l| l.contains(&commit));
+        let counted = own || d.timely(p.signer_index, &PartialCommit::commit_of(p), &digest);
         if counted {
-            if !own {
-                self.actions.push_back(Action::PersistPartial(p.clone()));
-            }
-            let qc = self.builders.get_mut(&(escrow, p.epoch)).and_then(|b| b.count_verified(p));
-            if let Some(qc) = qc {
-                self.on_certificate(qc, true, now);
-            }
+            self.count_reveal(p, now);
         } else {
+            let Some(cr) = d.view.commit_reveal.as_mut() else { return };
             if !cr.uncounted.contains(&p.signer_index) {
                 cr.uncounted.push(p.signer_index);
                 cr.uncounted.sort_unstable();
             }
-            d.uncounted.push(p.clone());
+            d.uncounted.push((p.clone(), digest, arrived));
             Metrics::count(&self.metrics.commit_reveal, "uncounted_reveal");
             info!(target: "pipeline", deal = %deal_id, signer = p.signer_index, "reveal without a timely commitment: not counted");
         }
@@ -1772,6 +2235,7 @@ impl Engine {
     fn reveal_timers(&mut self, now: Instant) {
         let mut reveal = Vec::new();
         let mut fallback = Vec::new();
+        let mut late_fallback = Vec::new();
         for (id, d) in &self.disputes {
             let (Some(window), Some(cr)) = (d.reveal_window, d.view.commit_reveal.as_ref()) else {
                 continue;
@@ -1787,25 +2251,43 @@ impl Engine {
             if stuck && d.certificate.is_none() && !cr.fallback {
                 fallback.push(*id);
             }
+            let stuck_late =
+                d.reveal_phase_at.is_some_and(|t| now >= t + window * REVEAL_LATE_FALLBACK_WINDOWS);
+            if stuck_late && d.certificate.is_none() && cr.fallback && !cr.late_fallback {
+                late_fallback.push(*id);
+            }
         }
         for id in reveal {
             self.maybe_reveal(id, now);
         }
         for id in fallback {
             let Some(d) = self.disputes.get_mut(&id) else { continue };
+            let Some(phase) = d.reveal_phase_at else { continue };
             let Some(cr) = d.view.commit_reveal.as_mut() else { continue };
             cr.fallback = true;
-            let escrow = d.info.escrow;
-            let late = std::mem::take(&mut d.uncounted);
+            // Only reveals that arrived no later than the reveal phase
+            // began: nobody could have copied them. A reveal after it
+            // without a timely commitment may be a copy, and never counts.
+            let (early, late): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut d.uncounted).into_iter().partition(|(_, _, at)| *at <= phase);
+            d.uncounted = late;
+            cr.uncounted.retain(|i| !early.iter().any(|(p, _, _)| p.signer_index == *i));
             Metrics::count(&self.metrics.commit_reveal, "fallback");
-            warn!(target: "pipeline", deal = %id, uncounted = late.len(), "no certificate in the reveal phase: counting every verified reveal");
-            for p in late {
-                self.actions.push_back(Action::PersistPartial(p.clone()));
-                let qc =
-                    self.builders.get_mut(&(escrow, p.epoch)).and_then(|b| b.count_verified(&p));
-                if let Some(qc) = qc {
-                    self.on_certificate(qc, true, now);
-                }
+            warn!(target: "pipeline", deal = %id, counted = early.len(), "no certificate in the reveal phase: counting the reveals that arrived before it began");
+            for (p, _, _) in early {
+                self.count_reveal(&p, now);
+            }
+        }
+        for id in late_fallback {
+            let Some(d) = self.disputes.get_mut(&id) else { continue };
+            let Some(cr) = d.view.commit_reveal.as_mut() else { continue };
+            cr.late_fallback = true;
+            cr.uncounted.clear();
+            let late = std::mem::take(&mut d.uncounted);
+            Metrics::count(&self.metrics.commit_reveal, "late_fallback");
+            warn!(target: "pipeline", deal = %id, counted = late.len(), "still no certificate: counting every verified reveal, late ones included");
+            for (p, _, _) in late {
+                self.count_reveal(&p, now);
             }
         }
     }
@@ -1816,13 +2298,34 @@ impl Engine {
     pub fn copy_partial(&mut self, p: &SignedVerdict) {
         let deal_id = p.commitment.deal_id;
         let Some(d) = self.disputes.get(&deal_id) else { return };
-        let (escrow, epoch) = (d.info.escrow, d.info.epoch);
+        let (escrow, epoch, commit) = (d.info.escrow, d.info.epoch, d.reveal_window.is_some());
         if d.own.is_some() || p.epoch != epoch {
             return;
         }
         if let Some(index) = self.my_index(epoch) {
-            self.push(Action::Sign { deal_id, escrow, commitment: p.commitment, epoch, index });
+            self.push(Action::Sign {
+                deal_id,
+                escrow,
+                commitment: p.commitment,
+                epoch,
+                index,
+                commit,
+            });
         }
+    }
+
+    /// Fault injection (`byzantine = forge_commits`): the open disputes whose
+    /// committee is loaded, with their members.
+    #[cfg(feature = "fault-injection")]
+    pub fn forgeable(&self) -> Vec<(B256, u64, Vec<u32>)> {
+        self.disputes
+            .values()
+            .filter(|d| !d.view.phase.is_final())
+            .filter_map(|d| {
+                let c = self.committees.get(&d.info.epoch)?;
+                Some((d.info.deal_id, d.info.epoch, c.members().iter().map(|m| m.index).collect()))
+            })
+            .collect()
     }
 
     /// Slashing protection refused to sign (a different commitment was signed
@@ -1842,12 +2345,14 @@ impl Engine {
         for b in self.buffered.remove(deal_id).unwrap_or_default() {
             self.buffered_len -= 1;
             if let Some(origin) = b.origin {
+                self.early_quota.give(&origin.peer);
                 self.report(origin, Topic::Verdicts, MessageAcceptance::Ignore);
             }
         }
-        for (_, origin, _) in self.early_commits.remove(deal_id).unwrap_or_default() {
+        for e in self.early_commits.remove(deal_id).unwrap_or_default() {
             self.early_commits_len -= 1;
-            if let Some(origin) = origin {
+            if let Some(origin) = e.origin {
+                self.early_quota.give(&origin.peer);
                 self.report(origin, Topic::Commits, MessageAcceptance::Ignore);
             }
         }
@@ -1856,13 +2361,24 @@ impl Engine {
     fn release_buffered(&mut self, deal_id: &B256, now: Instant) {
         for b in self.buffered.remove(deal_id).unwrap_or_default() {
             self.buffered_len -= 1;
-            self.queue_partial(b.partial, b.origin, now);
+            if let Some(o) = &b.origin {
+                self.early_quota.give(&o.peer);
+            }
+            self.queue_partial(b.partial, b.origin, b.arrived, now);
         }
     }
 
     /// Cheap checks now; the signature is verified in the next batch. A
     /// gossiped partial's validation result is reported after the batch.
-    fn queue_partial(&mut self, p: SignedVerdict, origin: Option<Origin>, now: Instant) {
+    /// `arrived`: when it reached this node (commit-reveal orders reveals
+    /// and commitments by arrival, not by verification).
+    fn queue_partial(
+        &mut self,
+        p: SignedVerdict,
+        origin: Option<Origin>,
+        arrived: Instant,
+        now: Instant,
+    ) {
         let deal_id = p.commitment.deal_id;
         let reject = |this: &mut Self, origin: Option<Origin>, why: &str| {
             if let Some(origin) = origin {
@@ -1885,7 +2401,7 @@ impl Engine {
                 }
                 return;
             }
-            None => return self.buffer(p, origin, now),
+            None => return self.buffer(p, origin, arrived, now),
             Some((epoch, _, _)) if epoch != p.epoch => {
                 return reject(self, origin, "not the dispute's pinned epoch");
             }
@@ -1900,20 +2416,55 @@ impl Engine {
         }
         let Some(domain) = escrow.and_then(|e| self.domains.get(&e)) else { return };
         let digest = p.commitment.eip712_digest(domain);
+        let key: PartialKey = (digest, p.signer_index, p.signature);
+        if let Some(entry) = self.deferred.get_mut(&key) {
+            // This very message is waiting: one verdict for every origin.
+            entry.arrived = entry.arrived.min(arrived);
+            match origin {
+                Some(o) if entry.origins.len() < MAX_ORIGINS => entry.origins.push(o),
+                Some(o) => self.report(o, Topic::Verdicts, MessageAcceptance::Ignore),
+                None => {}
+            }
+            return;
+        }
         // A peer's partial of this node's own key may be a doppelgänger's:
         // verified without waiting (before any held signature is released).
         let mine = origin.is_some()
             && self.cfg.detect_doppelganger
             && self.my_index(p.epoch) == Some(p.signer_index);
-        let Some(builder) = escrow.and_then(|e| self.builders.get_mut(&(e, p.epoch))) else {
+        if escrow.and_then(|e| self.builders.get(&(e, p.epoch))).is_none() {
             // The dispute's committee is still loading.
-            return self.buffer(p, origin, now);
-        };
+            return self.buffer(p, origin, arrived, now);
+        }
         let reveal = self.disputes.get(&deal_id).map(|d| {
             (d.reveal_window.is_some(), d.reveals_verified.contains(&(digest, p.signer_index)))
         });
+        if reveal == Some((true, true)) {
+            if let Some(o) = origin {
+                self.report(o, Topic::Verdicts, MessageAcceptance::Ignore);
+            }
+            return;
+        }
+        // A peer's messages waiting for verification are bounded per peer.
+        let charged = match origin.as_ref() {
+            Some(o) if !self.pending_quota.take(&o.peer, MAX_PENDING_PER_PEER) => {
+                Metrics::count(&self.metrics.gossip_bounded, "pending_quota");
+                if let Some(o) = origin {
+                    self.report(o, Topic::Verdicts, MessageAcceptance::Ignore);
+                }
+                return;
+            }
+            Some(o) => Some(o.peer),
+            None => None,
+        };
+        let Some(builder) = escrow.and_then(|e| self.builders.get_mut(&(e, p.epoch))) else {
+            // (Checked above: the builder exists.)
+            if let Some(peer) = &charged {
+                self.pending_quota.give(peer);
+            }
+            return;
+        };
         let queued = match reveal {
-            Some((true, true)) => Ok(Queued::Duplicate),
             Some((true, false)) => builder.on_partial_uncounted(&p),
             _ => builder.on_partial(&p),
         };
@@ -1926,23 +2477,35 @@ impl Engine {
                 let urgent = mine || commit_reveal || builder.could_certify(&digest);
                 let due = now + if urgent { BATCH_WINDOW } else { BATCH_WAIT };
                 self.process_at = Some(self.process_at.map_or(due, |at| at.min(due)));
-                let key = (digest, p.signer_index);
-                let entry = self.deferred.entry(key).or_insert_with(|| (p, Vec::new()));
-                entry.1.extend(origin);
+                self.deferred.insert(
+                    key,
+                    Deferred {
+                        partial: p,
+                        origins: origin.into_iter().collect(),
+                        arrived,
+                        charged,
+                    },
+                );
             }
             Ok(Queued::Duplicate) => {
-                let key = (digest, p.signer_index);
-                match (origin, self.deferred.get_mut(&key)) {
-                    (Some(o), Some(entry)) => entry.1.push(o),
-                    (Some(o), None) => self.report(o, Topic::Verdicts, MessageAcceptance::Ignore),
-                    (None, _) => {}
+                // Already verified (this signer and digest).
+                if let Some(peer) = &charged {
+                    self.pending_quota.give(peer);
+                }
+                if let Some(o) = origin {
+                    self.report(o, Topic::Verdicts, MessageAcceptance::Ignore);
                 }
             }
-            Err(e) => reject(self, origin, &e.to_string()),
+            Err(e) => {
+                if let Some(peer) = &charged {
+                    self.pending_quota.give(peer);
+                }
+                reject(self, origin, &e.to_string())
+            }
         }
     }
 
-    fn buffer(&mut self, p: SignedVerdict, origin: Option<Origin>, now: Instant) {
+    fn buffer(&mut self, p: SignedVerdict, origin: Option<Origin>, arrived: Instant, now: Instant) {
         if self.buffered_len >= self.cfg.max_buffered_partials {
             self.metrics.dropped_partials.inc();
             if let Some(origin) = origin {
@@ -1950,18 +2513,31 @@ impl Engine {
             }
             return;
         }
+        if let Some(o) = &origin {
+            if !self.early_quota.take(&o.peer, MAX_EARLY_PER_PEER) {
+                Metrics::count(&self.metrics.gossip_bounded, "early_quota");
+                if let Some(origin) = origin {
+                    self.report(origin, Topic::Verdicts, MessageAcceptance::Ignore);
+                }
+                return;
+            }
+        }
         self.buffered_len += 1;
         self.buffered.entry(p.commitment.deal_id).or_default().push(Buffered {
             partial: p,
             origin,
+            arrived,
             until: now + self.cfg.buffer_ttl,
         });
     }
 
-    /// Verifies the queued partials (one batch; `seed` feeds the random
-    /// scalars of the multi-digest check: pass fresh OS randomness).
+    /// Verifies the queued commitments and partials (one batch each; `seed`
+    /// feeds the random scalars of the multi-message checks: pass fresh OS
+    /// randomness). Commitments go first, so a commitment and its reveal
+    /// verified in one batch count in order.
     pub fn on_batch(&mut self, seed: &[u8; 32], now: Instant) {
         self.process_at = None;
+        self.verify_commits(seed, now);
         let mut events = Vec::new();
         let mut pending = 0;
         for builder in self.builders.values_mut() {
@@ -1973,11 +2549,15 @@ impl Engine {
         self.metrics.pending_partials.set(pending as i64);
         for event in events {
             match event {
-                BuilderEvent::Verified { signer, digest, signature } => {
+                BuilderEvent::Verified { signer, digest, signature, wire } => {
                     Metrics::count(&self.metrics.partials_verified, "valid");
-                    let Some((p, origins)) = self.deferred.remove(&(digest, signer)) else {
+                    let Some(entry) = self.deferred.remove(&(digest, signer, wire)) else {
                         continue;
                     };
+                    if let Some(peer) = &entry.charged {
+                        self.pending_quota.give(peer);
+                    }
+                    let (p, origins, arrived) = (entry.partial, entry.origins, entry.arrived);
                     let from_peer = !origins.is_empty();
                     for origin in origins {
                         self.report(origin, Topic::Verdicts, MessageAcceptance::Accept);
@@ -2011,16 +2591,19 @@ impl Engine {
                             self.actions.push_back(Action::PersistPartial(p.clone()));
                         }
                     }
-                    self.on_verified_reveal(&p, digest, now);
+                    self.on_verified_reveal(&p, digest, arrived, now);
                     let escrow = self.disputes.get(&p.commitment.deal_id).map(|d| d.info.escrow);
                     if let Some(escrow) = escrow {
                         self.check_conflict(escrow, Attestation::single(&p, signature), now);
                     }
                 }
-                BuilderEvent::Invalid { signer, digest } => {
+                BuilderEvent::Invalid { signer, digest, wire } => {
                     Metrics::count(&self.metrics.partials_verified, "invalid");
-                    if let Some((_, origins)) = self.deferred.remove(&(digest, signer)) {
-                        for origin in origins {
+                    if let Some(entry) = self.deferred.remove(&(digest, signer, wire)) {
+                        if let Some(peer) = &entry.charged {
+                            self.pending_quota.give(peer);
+                        }
+                        for origin in entry.origins {
                             warn!(target: "p2p", peer = %origin.peer, signer, "rejecting partial with an invalid signature");
                             self.report(origin, Topic::Verdicts, MessageAcceptance::Reject);
                         }
@@ -2474,11 +3057,12 @@ impl Engine {
             {
                 d.last_publish = now;
                 let unrevealed = d.view.commit_reveal.as_ref().is_some_and(|cr| !cr.revealed);
-                match &d.own {
-                    Some(own) if unrevealed => again.push(Gossip::Commit(PartialCommit::of(own))),
-                    own => again.extend(own.clone().map(Gossip::Verdict)),
+                if unrevealed {
+                    again.extend(d.own_commit.map(Gossip::Commit));
+                } else {
+                    again.extend(d.own.clone().map(Gossip::Verdict));
+                    again.extend(d.extra.iter().cloned().map(Gossip::Verdict));
                 }
-                again.extend(d.extra.iter().cloned().map(Gossip::Verdict));
                 again.extend(
                     d.certificate
                         .as_ref()
@@ -2502,23 +3086,27 @@ impl Engine {
         self.buffered.retain(|_, l| !l.is_empty());
         self.buffered_len = self.buffered.values().map(Vec::len).sum();
         for origin in stale {
+            self.early_quota.give(&origin.peer);
             self.report(origin, Topic::Verdicts, MessageAcceptance::Ignore);
         }
         let mut stale = Vec::new();
         for list in self.early_commits.values_mut() {
-            list.retain_mut(|(_, origin, until)| {
-                if now < *until {
+            list.retain_mut(|e| {
+                if now < e.until {
                     return true;
                 }
-                stale.extend(origin.take());
+                stale.extend(e.origin.take());
                 false
             });
         }
         self.early_commits.retain(|_, l| !l.is_empty());
         self.early_commits_len = self.early_commits.values().map(Vec::len).sum();
         for origin in stale {
+            self.early_quota.give(&origin.peer);
             self.report(origin, Topic::Commits, MessageAcceptance::Ignore);
         }
+        self.retry_waiting_evidence(now);
+        self.evict_committees();
         // Eviction of disputes finished long enough ago.
         let retain = self.cfg.retain_settled;
         let evict: Vec<B256> = self
@@ -2548,7 +3136,34 @@ impl Engine {
         if let Some(conflict) = self.conflicts.get_mut(&d.info.escrow) {
             conflict.forget_deal(deal_id);
         }
-        self.deferred.retain(|_, (p, _)| p.commitment.deal_id != *deal_id);
+        let keys: Vec<PartialKey> = self
+            .deferred
+            .iter()
+            .filter(|(_, e)| e.partial.commitment.deal_id == *deal_id)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
+            if let Some(e) = self.deferred.remove(&key) {
+                if let Some(peer) = &e.charged {
+                    self.pending_quota.give(peer);
+                }
+                for origin in e.origins {
+                    self.report(origin, Topic::Verdicts, MessageAcceptance::Ignore);
+                }
+            }
+        }
+        let commits: Vec<PartialCommit> =
+            self.pending_commits.keys().filter(|c| c.deal_id == *deal_id).copied().collect();
+        for c in commits {
+            if let Some(p) = self.pending_commits.remove(&c) {
+                if let Some(peer) = &p.charged {
+                    self.pending_quota.give(peer);
+                }
+                for origin in p.origins {
+                    self.report(origin, Topic::Commits, MessageAcceptance::Ignore);
+                }
+            }
+        }
         true
     }
 }

@@ -413,10 +413,13 @@ pub(crate) struct SignerArgs {
     /// Where the slashing-protection database lives.
     #[arg(long)]
     pub(crate) data_dir: PathBuf,
-    /// Listen address (keep it local or on a private network).
+    /// Where to listen: `unix:///path/signer.sock` (preferred: a socket of
+    /// mode 0660 that only its owner and group can reach, so nobody else can
+    /// stand in for the signer) or `HOST:PORT` (keep it on loopback).
     #[arg(long, default_value = "127.0.0.1:9600")]
-    pub(crate) listen: SocketAddr,
-    /// File holding the bearer token clients must send (create it 0600).
+    pub(crate) listen: String,
+    /// File holding the bearer token clients must send, 16+ characters
+    /// (create it 0600).
     #[arg(long)]
     pub(crate) token_file: PathBuf,
     /// An escrow domain to sign for, `CHAIN_ID:ESCROW` (repeatable).

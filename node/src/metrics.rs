@@ -66,6 +66,11 @@ pub struct Metrics {
     pub content_fetches: Family<ResultLabel, Counter>,
     /// Partials dropped because the buffer for unknown epochs was full.
     pub dropped_partials: Counter,
+    /// Gossip ignored unverified by a bound, by which (early_quota: a peer's
+    /// share of the early buffers; pending_quota: a peer's messages waiting
+    /// for verification; commits_full; evidence_busy: evidence naming an
+    /// unloaded epoch while another waits for its committee).
+    pub gossip_bounded: Family<ResultLabel, Counter>,
     /// Commit-reveal events, by result (late_commit / uncounted_reveal / fallback).
     pub commit_reveal: Family<ResultLabel, Counter>,
     /// Fee rewards earned as a signer (claimed + pending), token base units.
@@ -123,6 +128,8 @@ pub struct Metrics {
     pub rpc_endpoint_requests: Family<EndpointLabel, Counter>,
     /// Duration of an RPC endpoint's last successful request.
     pub rpc_endpoint_latency: Family<EndpointLabel, Gauge<f64, AtomicU64>>,
+    /// Anchor cross-checks that did not follow an RPC endpoint's answer.
+    pub rpc_endpoint_disagreements: Family<EndpointLabel, Counter>,
 }
 
 fn latency() -> Histogram {
@@ -146,6 +153,7 @@ impl Default for Metrics {
             equivocations: Counter::default(),
             content_fetches: Family::default(),
             dropped_partials: Counter::default(),
+            gossip_bounded: Family::default(),
             commit_reveal: Family::default(),
             rewards_earned: Family::default(),
             rewards_claimed: Family::default(),
@@ -174,6 +182,7 @@ impl Default for Metrics {
             rpc_endpoint_errors: Family::default(),
             rpc_endpoint_requests: Family::default(),
             rpc_endpoint_latency: Family::default(),
+            rpc_endpoint_disagreements: Family::default(),
         };
         registry.register("gossip_messages", "Gossip messages validated", m.gossip.clone());
         registry.register("replays", "Replays finished", m.replays.clone());
@@ -202,6 +211,11 @@ impl Default for Metrics {
             "dropped_partials",
             "Partials dropped for a full buffer",
             m.dropped_partials.clone(),
+        );
+        registry.register(
+            "gossip_bounded",
+            "Gossip ignored unverified by a per-peer quota or cap, by which",
+            m.gossip_bounded.clone(),
         );
         registry.register(
             "partials_verified",
@@ -323,6 +337,11 @@ impl Default for Metrics {
             "Duration of an RPC endpoint's last successful request",
             m.rpc_endpoint_latency.clone(),
         );
+        registry.register(
+            "rpc_endpoint_disagreements",
+            "Anchor cross-checks that did not follow an RPC endpoint's answer (it called an anchor final, or another block canonical, alone)",
+            m.rpc_endpoint_disagreements.clone(),
+        );
         Self { registry, ..m }
     }
 }
@@ -362,9 +381,11 @@ impl Metrics {
             self.rpc_endpoint_consecutive_errors
                 .get_or_create(&label)
                 .set(i64::try_from(e.consecutive_errors).unwrap_or(i64::MAX));
-            for (family, total) in
-                [(&self.rpc_endpoint_errors, e.errors), (&self.rpc_endpoint_requests, e.requests)]
-            {
+            for (family, total) in [
+                (&self.rpc_endpoint_errors, e.errors),
+                (&self.rpc_endpoint_requests, e.requests),
+                (&self.rpc_endpoint_disagreements, e.disagreements),
+            ] {
                 let counter = family.get_or_create(&label);
                 let seen = counter.get();
                 if total > seen {
@@ -403,12 +424,15 @@ mod tests {
             errors: 2,
             last_error: None,
             latency_ms: Some(12.5),
+            disagreements: 0,
+            last_disagreement: None,
         };
         m.observe_endpoints(std::slice::from_ref(&e));
         e.up = false;
         e.consecutive_errors = 3;
         e.errors = 5;
         e.requests = 13;
+        e.disagreements = 2;
         m.observe_endpoints(&[e]);
         let text = m.render();
         let label = "{endpoint=\"https://rpc.example.org\"}";
@@ -419,6 +443,7 @@ mod tests {
             format!("resolvd_rpc_endpoint_errors_total{label} 5"),
             format!("resolvd_rpc_endpoint_requests_total{label} 13"),
             format!("resolvd_rpc_endpoint_latency_seconds{label} 0.0125"),
+            format!("resolvd_rpc_endpoint_disagreements_total{label} 2"),
         ] {
             assert!(text.contains(&line), "{line} missing in\n{text}");
         }

@@ -42,7 +42,7 @@ use resolvd_consensus::{
     protection::ProtectedSigner, Attestation, Committee, PublicKey, QuorumCertificate,
 };
 use resolvd_proto::{
-    wire::{DisputeAnnouncement, SignedVerdict, WireMessage},
+    wire::{DisputeAnnouncement, PartialCommit, SignedVerdict, WireMessage},
     Canonical, ReexecRequestV1, VerdictCommitment, VerdictDomain, VerdictEnvelopeV1,
 };
 use resolvd_replay::EvmBackend;
@@ -161,7 +161,8 @@ enum Internal {
         commitment: Box<VerdictCommitment>,
         epoch: u64,
         index: u32,
-        result: Result<resolvd_consensus::Signature, String>,
+        result:
+            Result<(resolvd_consensus::Signature, Option<resolvd_consensus::Signature>), String>,
     },
     Batch {
         events: Vec<ChainEvent>,
@@ -221,7 +222,14 @@ struct Faults {
     lazy: std::collections::HashSet<B256>,
     /// `replay_delay_ms`.
     replay_delay: Duration,
+    /// `byzantine = forge_commits`: deals forged for already.
+    forged: std::collections::HashSet<B256>,
 }
+
+/// `byzantine = forge_commits`: distinct forged commitments per member and
+/// deal (one more than a signer's slots held before commitments were signed).
+#[cfg(feature = "fault-injection")]
+const FORGED_PER_SIGNER: u8 = 5;
 
 /// How this node signs.
 enum Signing {
@@ -241,7 +249,7 @@ pub struct Node {
     /// Doppelgänger wait: no signing before this instant; the signatures
     /// asked for meanwhile, made once it is over.
     silent_until: Option<Instant>,
-    held_signs: Vec<(VerdictDomain, B256, VerdictCommitment, u64, u32)>,
+    held_signs: Vec<(VerdictDomain, B256, VerdictCommitment, u64, u32, bool)>,
     /// The account's balance, refreshed by a task (see `Status`).
     balance: Arc<RwLock<Option<alloy_primitives::U256>>>,
     /// Fees earned, refunds, gas spent; refreshed by a task (see `Status`).
@@ -362,7 +370,12 @@ impl Node {
             AnchorChecker::connect(chain.chain_id, chain.provider().clone(), &cfg.chain.anchor_rpc)
         })
         .await
-        .map_err(|e| eyre::eyre!("{e}"))?;
+        .map_err(|e| eyre::eyre!("{e}"))?
+        .with_cross_check(
+            chain.chain_id,
+            chain.readers(),
+            cfg.chain.quorum(rpc.urls.len())?,
+        );
         let mut chain = chain;
         chain.set_receipt_poll(cfg.poll_interval());
         for escrow in &cfg.chain.escrows {
@@ -456,6 +469,7 @@ impl Node {
             crash_armed: cfg.fault.crash_after_persist,
             lazy: std::collections::HashSet::new(),
             replay_delay: Duration::from_millis(cfg.fault.replay_delay_ms),
+            forged: std::collections::HashSet::new(),
         };
         let secret_present = secret.is_some() || remote.is_some();
         let silent_until = (secret_present && cfg.keys.doppelganger_wait_secs > 0).then(|| {
@@ -797,12 +811,12 @@ impl Node {
                     let _ = tx.send(Internal::Replayed { deal_id, result });
                 });
             }
-            Action::Sign { deal_id, escrow, commitment, epoch, index } => {
+            Action::Sign { deal_id, escrow, commitment, epoch, index, commit } => {
                 let domain = self.chain.for_escrow(escrow).domain();
                 if self.silent_until.is_some_and(|t| now < t) {
-                    self.held_signs.push((domain, deal_id, commitment, epoch, index));
+                    self.held_signs.push((domain, deal_id, commitment, epoch, index, commit));
                 } else {
-                    self.sign(&domain, deal_id, commitment, epoch, index, now);
+                    self.sign(&domain, deal_id, commitment, epoch, index, commit, now);
                 }
             }
             Action::Publish(gossip) => self.publish(gossip),
@@ -960,8 +974,10 @@ impl Node {
         });
     }
 
-    /// Signs `commitment` through slashing protection (fsync'd), persists the
-    /// partial, and only then hands it to the engine (which gossips it).
+    /// Signs `commitment` through slashing protection (fsync'd), and with
+    /// `commit` the commitment to the partial too; persists the partial, and
+    /// only then hands both to the engine (which gossips them).
+    #[allow(clippy::too_many_arguments)]
     fn sign(
         &mut self,
         domain: &VerdictDomain,
@@ -969,6 +985,7 @@ impl Node {
         #[allow(unused_mut)] mut commitment: VerdictCommitment,
         epoch: u64,
         index: u32,
+        commit: bool,
         now: Instant,
     ) {
         #[cfg(feature = "fault-injection")]
@@ -986,10 +1003,15 @@ impl Node {
         if self.engine.doppelganger().is_some() {
             return;
         }
-        let signature = match self.signer.as_mut() {
+        let (signature, commit_signature) = match self.signer.as_mut() {
             None => return,
             Some(Signing::Local(signer)) => match signer.sign(domain, &commitment) {
-                Ok(s) => s,
+                Ok(s) => {
+                    let c = commit.then(|| {
+                        signer.sign_commit(&commit_message(deal_id, epoch, index, &s.compress()))
+                    });
+                    (s, c)
+                }
                 Err(e) => return self.engine.on_sign_refused(deal_id, e.to_string()),
             },
             Some(Signing::Remote(remote, key)) => {
@@ -1000,7 +1022,8 @@ impl Node {
                 tokio::spawn(async move {
                     let mut wait = Duration::from_millis(200);
                     let result = loop {
-                        match remote.sign(&domain, &commitment, &key).await {
+                        let to = commit.then_some((epoch, index));
+                        match remote.sign(&domain, &commitment, &key, to).await {
                             Err(crate::signer::RemoteError::Failed(e)) => {
                                 warn!(target: "pipeline", deal = %deal_id, error = %e, "remote signer failed: retrying");
                                 tokio::time::sleep(wait).await;
@@ -1021,7 +1044,7 @@ impl Node {
                 return;
             }
         };
-        self.signed(domain, deal_id, commitment, epoch, index, signature, now);
+        self.signed(domain, deal_id, commitment, epoch, index, signature, commit_signature, now);
     }
 
     /// Persists an own partial, then hands it to the engine (which gossips it).
@@ -1034,6 +1057,7 @@ impl Node {
         epoch: u64,
         index: u32,
         signature: resolvd_consensus::Signature,
+        commit_signature: Option<resolvd_consensus::Signature>,
         now: Instant,
     ) {
         let partial = SignedVerdict {
@@ -1052,7 +1076,8 @@ impl Node {
             error!(target: "fault", deal = %deal_id, "fault.crash_after_persist: aborting before gossip");
             std::process::abort();
         }
-        self.engine.on_signed(partial, now);
+        let commit = commit_signature.map(|c| PartialCommit::of(&partial, c.compress()));
+        self.engine.on_signed(partial, commit, now);
         #[cfg(feature = "fault-injection")]
         if let Some(raw) = &self.faults.raw_key {
             let mut other = commitment;
@@ -1065,7 +1090,33 @@ impl Node {
                 signature: sig.compress(),
             };
             warn!(target: "fault", deal = %deal_id, "fault.byzantine = equivocate: signed the opposite outcome too");
-            self.engine.on_signed(p, now);
+            self.engine.on_signed(p, None, now);
+        }
+    }
+
+    /// Fault injection (`byzantine = forge_commits`): for every open dispute,
+    /// commitments in every member's name, signed with a key that is not
+    /// theirs (well-formed, so only the signature check catches them).
+    #[cfg(feature = "fault-injection")]
+    fn forge_commits(&mut self) {
+        let forger = resolvd_consensus::SecretKey::from_seed(&[0x5a; 32]).expect("32-byte seed");
+        for (deal_id, epoch, members) in self.engine.forgeable() {
+            if !self.faults.forged.insert(deal_id) {
+                continue;
+            }
+            warn!(target: "fault", deal = %deal_id, members = members.len(), "fault.byzantine = forge_commits: forging commitments for every member");
+            for index in members {
+                for k in 0..FORGED_PER_SIGNER {
+                    let commit = alloy_primitives::keccak256(
+                        [deal_id.as_slice(), &index.to_be_bytes(), &[k]].concat(),
+                    );
+                    let message = PartialCommit::message(&deal_id, epoch, index, &commit);
+                    let signature = forger.sign_commit(&message).compress();
+                    let c =
+                        PartialCommit { deal_id, epoch, signer_index: index, commit, signature };
+                    self.publish(Gossip::Commit(c));
+                }
+            }
         }
     }
 
@@ -1254,8 +1305,8 @@ impl Node {
             Internal::Served(served) => self.content.respond(&mut self.swarm, served),
             Internal::RemoteSigned { domain, deal_id, commitment, epoch, index, result } => {
                 match result {
-                    Ok(sig) if self.engine.doppelganger().is_none() => {
-                        self.signed(&domain, deal_id, *commitment, epoch, index, sig, now);
+                    Ok((sig, commit)) if self.engine.doppelganger().is_none() => {
+                        self.signed(&domain, deal_id, *commitment, epoch, index, sig, commit, now);
                     }
                     Ok(_) => {}
                     Err(e) => self.engine.on_sign_refused(deal_id, e),
@@ -1305,19 +1356,24 @@ impl Node {
             self.silent_until = None;
             if self.engine.doppelganger().is_none() {
                 info!(target: "node", held = self.held_signs.len(), "doppelganger wait over: no other instance of this key seen; signing");
-                for (domain, deal, commitment, epoch, index) in std::mem::take(&mut self.held_signs)
+                for (domain, deal, commitment, epoch, index, commit) in
+                    std::mem::take(&mut self.held_signs)
                 {
-                    self.sign(&domain, deal, commitment, epoch, index, now);
+                    self.sign(&domain, deal, commitment, epoch, index, commit, now);
                 }
             }
         }
         self.engine.on_tick(now);
+        #[cfg(feature = "fault-injection")]
+        if self.faults.byzantine == Some(crate::config::Byzantine::ForgeCommits) {
+            self.forge_commits();
+        }
         if self.swarm.connected_peers().next().is_some() {
             for g in std::mem::take(&mut self.outbox) {
                 self.publish(g);
             }
         }
-        self.content.on_tick(now);
+        self.content.on_tick(&mut self.swarm, now);
         // Re-dial bootstrap peers we are not connected to.
         if self.last_dial.elapsed() >= Duration::from_secs(3) {
             self.last_dial = now;
@@ -1580,13 +1636,22 @@ enum Step {
     },
     /// The range's last block changed while its logs were read: read again.
     Raced,
+    /// The endpoint has not reached the last handled block (a backup that
+    /// lags after a failover): unknown, not a reorg; wait.
+    Behind {
+        head: u64,
+        handled: u64,
+    },
 }
 
 /// The chain watcher: confirmed log ranges, in order, with backoff on errors.
 /// Before each step it checks that the last handled block is still
 /// canonical; if not it walks back through the remembered batches to the
 /// newest one still canonical, reports the logs it had handled above it
-/// (undone by the loop and the engine) and re-scans from there.
+/// (undone by the loop and the engine) and re-scans from there. An endpoint
+/// that has no block yet at a handled height (a backup behind the endpoint
+/// that failed) is no evidence of a reorg: the watcher waits for it; only
+/// another block at a handled height is.
 #[allow(clippy::too_many_arguments)]
 async fn watch(
     mut heads: Option<std::pin::Pin<Box<dyn futures::Stream<Item = u64> + Send>>>,
@@ -1604,23 +1669,40 @@ async fn watch(
         handled.push_back(Handled { from, to, hash, disputed: Vec::new(), settled: Vec::new() });
     }
     let mut backoff = poll;
+    let mut behind = false;
     loop {
         let step = async {
             if let Some(newest) = handled.back() {
-                if chain.block_hash(newest.to).await? != Some(newest.hash) {
-                    let tip = newest.to;
-                    let (mut disputed, mut settled, mut from) = (Vec::new(), Vec::new(), next);
-                    while let Some(b) = handled.back() {
-                        if chain.block_hash(b.to).await? == Some(b.hash) {
-                            break;
+                let tip = newest.to;
+                let at_tip = chain.block_hash(tip).await?;
+                if at_tip != Some(newest.hash) {
+                    // Which remembered batches does the endpoint still have?
+                    // One it has no block for yet says nothing (a lagging
+                    // endpoint); a reorg is another block at a height.
+                    let head = chain.head().await?;
+                    let (mut gone, mut differs) = (0, at_tip.is_some());
+                    for b in handled.iter().rev() {
+                        if b.to <= head {
+                            match chain.block_hash(b.to).await? {
+                                Some(h) if h == b.hash => break,
+                                Some(_) => differs = true,
+                                None => {}
+                            }
                         }
-                        let b = handled.pop_back().expect("just seen");
+                        gone += 1;
+                    }
+                    if !differs {
+                        return Ok::<_, ChainError>(Step::Behind { head, handled: tip });
+                    }
+                    let (mut disputed, mut settled, mut from) = (Vec::new(), Vec::new(), next);
+                    for _ in 0..gone {
+                        let b = handled.pop_back().expect("counted above");
                         from = b.from;
                         disputed.extend(b.disputed);
                         settled.extend(b.settled);
                     }
                     let depth = tip + 1 - from;
-                    return Ok::<_, ChainError>(Step::Reorg { from, disputed, settled, depth });
+                    return Ok(Step::Reorg { from, disputed, settled, depth });
                 }
             }
             let c = chain.confirmed(confirmations).await?;
@@ -1644,7 +1726,12 @@ async fn watch(
             }
             Ok(Step::Batch { events, handled, head: c.head, time: c.time })
         };
-        let sent = match step.await {
+        let step = step.await;
+        if behind && !matches!(step, Ok(Step::Behind { .. }) | Err(_)) {
+            info!(target: "chain", "the rpc endpoint caught up with the blocks already handled");
+            behind = false;
+        }
+        let sent = match step {
             Ok(Step::Batch { events, handled: batch, head, time }) => {
                 backoff = poll;
                 next = batch.to + 1;
@@ -1661,6 +1748,14 @@ async fn watch(
                 tx.send(Internal::Reorg { from, disputed, settled, depth })
             }
             Ok(Step::Raced) => continue,
+            Ok(Step::Behind { head, handled }) => {
+                if !behind {
+                    warn!(target: "chain", head, handled, "the rpc endpoint is behind the blocks already handled (a lagging backup?): waiting for it, not a reorg");
+                    behind = true;
+                }
+                tokio::time::sleep(poll).await;
+                continue;
+            }
             Ok(Step::Idle { head, time }) => {
                 backoff = poll;
                 let sent = tx.send(Internal::Head { head, time });
@@ -1689,4 +1784,11 @@ async fn watch(
             return;
         }
     }
+}
+
+/// The message a commitment signature covers ([`PartialCommit::signing_message`])
+/// for the partial `signature` of `index` in `epoch` for `deal_id`.
+pub(crate) fn commit_message(deal_id: B256, epoch: u64, index: u32, signature: &[u8; 96]) -> B256 {
+    let commit = resolvd_proto::wire::partial_commit(epoch, index, signature);
+    PartialCommit::message(&deal_id, epoch, index, &commit)
 }

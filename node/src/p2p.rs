@@ -100,16 +100,17 @@ pub enum Gossip {
 }
 
 impl Gossip {
-    /// Decodes `data` as the message type of `topic` (size-checked first).
+    /// Decodes `data` as the message type of `topic` (size-checked first);
+    /// only the canonical encoding is accepted ([`WireMessage::decode_canonical`]).
     pub fn decode(topic: Topic, data: &[u8]) -> Result<Self, WireError> {
         Ok(match topic {
-            Topic::Disputes => Self::Dispute(DisputeAnnouncement::decode_wire(data)?),
-            Topic::Verdicts => Self::Verdict(SignedVerdict::decode_wire(data)?),
-            Topic::Commits => Self::Commit(PartialCommit::decode_wire(data)?),
+            Topic::Disputes => Self::Dispute(DisputeAnnouncement::decode_canonical(data)?),
+            Topic::Verdicts => Self::Verdict(SignedVerdict::decode_canonical(data)?),
+            Topic::Commits => Self::Commit(PartialCommit::decode_canonical(data)?),
             Topic::Certificates => {
-                Self::Certificate(Box::new(QuorumCertificate::decode_wire(data)?))
+                Self::Certificate(Box::new(QuorumCertificate::decode_canonical(data)?))
             }
-            Topic::Evidence => Self::Evidence(Box::new(ConflictEvidence::decode_wire(data)?)),
+            Topic::Evidence => Self::Evidence(Box::new(ConflictEvidence::decode_canonical(data)?)),
         })
     }
 
@@ -405,4 +406,37 @@ pub fn build_swarm(
     }
     swarm.listen_on(config.listen.clone()).map_err(setup)?;
     Ok(swarm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Byte-different encodings of one message are not accepted as gossip
+    /// (each would be a new gossipsub message id: accepted, forwarded and
+    /// scored for its sender while the original waits for its batch).
+    #[test]
+    fn gossip_accepts_only_the_canonical_encoding() {
+        let c = PartialCommit {
+            deal_id: alloy_primitives::B256::repeat_byte(1),
+            epoch: 3,
+            signer_index: 2,
+            commit: alloy_primitives::B256::repeat_byte(4),
+            signature: [5; 96],
+        };
+        let (topic, bytes) = Gossip::Commit(c).encode();
+        assert_eq!(Gossip::decode(topic, &bytes).unwrap(), Gossip::Commit(c));
+        for variant in (0..1_000u32).map(|n| {
+            // Unknown fields (numbers 16.., varint values) appended.
+            let mut v = bytes.clone();
+            v.extend_from_slice(&[0x80, 0x01 + (n % 100) as u8, (n / 100) as u8]);
+            v
+        }) {
+            assert_eq!(PartialCommit::decode_wire(&variant).unwrap(), c);
+            assert!(matches!(
+                Gossip::decode(topic, &variant),
+                Err(WireError::NonCanonical { message: "PartialCommit" })
+            ));
+        }
+    }
 }

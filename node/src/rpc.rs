@@ -231,6 +231,12 @@ pub struct EndpointHealth {
     pub last_error: Option<String>,
     /// Duration of its last successful request, in milliseconds.
     pub latency_ms: Option<f64>,
+    /// Anchor cross-checks in which its answer was not the one the check
+    /// decided (it called an anchor final, or another block canonical, that
+    /// the other endpoints did not; see [`crate::anchor`]).
+    pub disagreements: u64,
+    /// The last such disagreement.
+    pub last_disagreement: Option<String>,
 }
 
 #[derive(Debug)]
@@ -244,6 +250,8 @@ struct State {
     errors: u64,
     last_error: Option<String>,
     latency: Option<Duration>,
+    disagreements: u64,
+    last_disagreement: Option<String>,
 }
 
 /// One endpoint: its transport (absent while a WebSocket endpoint cannot
@@ -336,6 +344,12 @@ impl Endpoint {
         s.last_error = Some(error);
     }
 
+    fn record_disagreement(&self, text: String) {
+        let mut s = self.state();
+        s.disagreements += 1;
+        s.last_disagreement = Some(text);
+    }
+
     fn record_head(&self, head: u64) {
         let mut s = self.state();
         s.head = Some(s.head.map_or(head, |old| old.max(head)));
@@ -374,16 +388,17 @@ impl Endpoint {
     /// This endpoint alone, each request bounded by `limit` (the start-up
     /// check, the probes, the head subscription).
     ///
-    /// Its request ids come from a block of its own above 2^62: alloy's
-    /// pubsub service keys a connection's in-flight requests by id, and the
-    /// provider's client (numbering from 0) and these share one WebSocket.
-    /// Two requests in flight with one id would get each other's answers
-    /// (or none: a re-subscription after a reconnect was lost that way).
+    /// Its request ids come from a block of its own in `[2^52, 2^53)`:
+    /// alloy's pubsub service keys a connection's in-flight requests by id,
+    /// and the provider's client (numbering from 0) and these share one
+    /// WebSocket. Two requests in flight with one id would get each other's
+    /// answers (or none: a re-subscription after a reconnect was lost that
+    /// way). Below 2^53 because JavaScript servers (Hardhat) parse ids as
+    /// doubles and echo them rounded: an id above 2^53 comes back as another
+    /// number and its answer matches no request.
     fn client(self: &Arc<Self>, limit: Duration) -> RpcClient {
-        static NEXT: AtomicU64 = AtomicU64::new(1 << 62);
-        let first = NEXT.fetch_add(1 << 16, Ordering::Relaxed);
         let inner = alloy_rpc_client::RpcClientInner::new(Single(self.clone(), limit), self.local);
-        RpcClient::from_inner(inner.with_id(first))
+        RpcClient::from_inner(inner.with_id(next_id_block()))
     }
 
     fn health(&self) -> EndpointHealth {
@@ -400,6 +415,8 @@ impl Endpoint {
             errors: s.errors,
             last_error: s.last_error.clone(),
             latency_ms: s.latency.map(|d| d.as_secs_f64() * 1_000.0),
+            disagreements: s.disagreements,
+            last_disagreement: s.last_disagreement.clone(),
         }
     }
 
@@ -421,6 +438,38 @@ impl Endpoint {
         }
     }
 }
+
+/// First id of [`Endpoint::client`]'s ids: blocks of 2^32 from 2^52, below
+/// 2^53 (the largest integer a double holds exactly), starting over at 2^52
+/// after 2^20 clients (the ids of a client made that long ago are done). A
+/// block of 2^32 ids: a client that lives for the whole run (the anchor
+/// cross-check's readers) never runs into the next client's ids.
+fn next_id_block() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(FIRST_ID);
+    let mut first = FIRST_ID;
+    let _ = NEXT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+        first = id_block_at(n);
+        Some(first + ID_BLOCK)
+    });
+    first
+}
+
+const FIRST_ID: u64 = 1 << 52;
+const ID_BLOCK: u64 = 1 << 32;
+
+/// The block of ids that starts at `n`, or at [`FIRST_ID`] when that one
+/// would pass [`MAX_SAFE_ID`].
+fn id_block_at(n: u64) -> u64 {
+    if n.saturating_add(ID_BLOCK - 1) > MAX_SAFE_ID {
+        FIRST_ID
+    } else {
+        n
+    }
+}
+
+/// The largest JSON-RPC request id sent: 2^53 − 1, the largest integer
+/// every JSON parser (doubles included) reads back exactly.
+pub const MAX_SAFE_ID: u64 = (1 << 53) - 1;
 
 /// The block number of an `eth_blockNumber` answer.
 fn head_of(response: &ResponsePacket) -> Option<u64> {
@@ -598,6 +647,8 @@ impl Failover {
                     errors: 0,
                     last_error: None,
                     latency: None,
+                    disagreements: 0,
+                    last_disagreement: None,
                 }),
             }));
         }
@@ -663,6 +714,22 @@ impl Failover {
         self.inner.endpoints.iter().map(|e| e.health()).collect()
     }
 
+    /// Every endpoint on its own, in configuration order (see
+    /// [`EndpointReader`]).
+    pub fn readers(&self) -> Vec<EndpointReader> {
+        use alloy_provider::Provider;
+        self.inner
+            .endpoints
+            .iter()
+            .map(|e| EndpointReader {
+                endpoint: e.clone(),
+                provider: alloy_provider::ProviderBuilder::new()
+                    .connect_client(e.client(RPC_TIMEOUT))
+                    .erased(),
+            })
+            .collect()
+    }
+
     /// Whether any endpoint is a WebSocket.
     pub fn has_ws(&self) -> bool {
         self.inner.endpoints.iter().any(|e| e.kind == EndpointKind::Ws)
@@ -682,6 +749,49 @@ impl Failover {
             let head = *rx.borrow_and_update();
             Some((head, rx))
         })))
+    }
+}
+
+/// One endpoint read on its own, not through the failover: the anchor
+/// cross-check ([`crate::anchor`]) asks every endpoint and records on each
+/// one whose answer it did not follow.
+#[derive(Clone)]
+pub struct EndpointReader {
+    endpoint: Arc<Endpoint>,
+    provider: alloy_provider::DynProvider,
+}
+
+impl fmt::Debug for EndpointReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EndpointReader").field("endpoint", &self.endpoint.label).finish()
+    }
+}
+
+impl EndpointReader {
+    /// `scheme://host[:port]`, as in [`EndpointHealth::endpoint`].
+    pub fn label(&self) -> &str {
+        &self.endpoint.label
+    }
+
+    /// Its chain id was checked and it was not refused.
+    pub fn usable(&self) -> bool {
+        self.endpoint.verified()
+    }
+
+    /// Usable and its last request or probe succeeded.
+    pub fn up(&self) -> bool {
+        self.endpoint.up()
+    }
+
+    /// A provider over this endpoint alone (requests bounded by the RPC
+    /// timeout; counted in its health).
+    pub fn provider(&self) -> &alloy_provider::DynProvider {
+        &self.provider
+    }
+
+    /// Records that its answer was not followed (`/status`, the metrics).
+    pub fn disagreed(&self, what: String) {
+        self.endpoint.record_disagreement(what);
     }
 }
 
@@ -888,6 +998,19 @@ mod tests {
         };
         let labels = labels(&same_host.parse().unwrap());
         assert_eq!(labels, ["https://h.example#1", "https://h.example#2", "wss://h.example"]);
+    }
+
+    #[test]
+    fn request_ids_stay_below_2_pow_53() {
+        let first = next_id_block();
+        assert!((FIRST_ID..=MAX_SAFE_ID - (ID_BLOCK - 1)).contains(&first));
+        assert_eq!(id_block_at(MAX_SAFE_ID + 1 - ID_BLOCK), MAX_SAFE_ID + 1 - ID_BLOCK);
+        assert_eq!(id_block_at(MAX_SAFE_ID + 2 - ID_BLOCK), FIRST_ID);
+        assert_eq!(id_block_at(u64::MAX), FIRST_ID);
+        // Every id of a block reads back exactly as a double.
+        let last = MAX_SAFE_ID;
+        assert_eq!(last as f64 as u64, last);
+        assert_ne!((last + 2) as f64 as u64, last + 2);
     }
 
     #[test]

@@ -1,20 +1,35 @@
 //! A separate signing process (`resolvd signer`): it holds the BLS keystore
 //! and the slashing-protection store and signs `VerdictCommitment` digests,
 //! only for the escrow domains it is configured for, over a local HTTP API
-//! authenticated by a bearer token. The protection check and its fsync happen
-//! here, so several daemons (a fail-over pair) can share one signer and still
-//! never obtain two different signatures for one deal.
+//! authenticated by a bearer token, on a Unix socket (`unix:///path`, mode
+//! 0660: a port squatter cannot stand in for it) or on TCP. The protection
+//! check and its fsync happen here: whatever asks it, the signer never makes
+//! two different signatures for one deal.
+//!
+//! Bounds: [`MAX_CONNECTIONS`] connections, headers within
+//! [`HEADER_TIMEOUT`], the token checked before the body is read, bodies of
+//! at most [`MAX_BODY`] bytes arriving within [`BODY_TIMEOUT`], tokens of at
+//! least [`MIN_TOKEN_LEN`] characters.
 //!
 //! API (every request needs `Authorization: Bearer <token>`):
 //! - `GET /v1/public-key` → `{"publicKey": "0x…48 bytes"}`
 //! - `POST /v1/sign` with `{"domain": VerdictDomain, "commitment":
-//!   VerdictCommitment}` → `{"signature": "0x…96 bytes"}`; `401` without a
-//!   valid token, `403` for a domain not configured, `409` when slashing
+//!   VerdictCommitment, "commit"?: {"epoch", "signerIndex"}}` →
+//!   `{"signature": "0x…96 bytes", "commitSignature"?: "0x…96 bytes"}`
+//!   (with `commit`, also the commit-reveal commitment to the partial just
+//!   signed, under the commitment DST: never a verdict signature); `401`
+//!   without a valid token (whatever the body), `413` for a body over
+//!   [`MAX_BODY`], `408` for one not received in time, `400` for one that is
+//!   not a sign request, `403` for a domain not configured, `409` when slashing
 //!   protection refuses (a different commitment was signed for the deal).
 
-use crate::store::{SharedStore, Store};
+use crate::{
+    api::{accept_loop, Limits, Listener},
+    store::{SharedStore, Store},
+};
 use alloy_primitives::{hex, Address};
 use axum::{
+    body::Body,
     extract::State,
     http::{HeaderMap, StatusCode},
     routing::{get, post},
@@ -24,8 +39,108 @@ use resolvd_consensus::{protection::ProtectedSigner, PublicKey, SecretKey, Signa
 use resolvd_proto::{VerdictCommitment, VerdictDomain};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 use tracing::{info, warn};
 use zeroize::Zeroizing;
+
+/// Connections open at once; more are closed on accept.
+pub const MAX_CONNECTIONS: usize = 32;
+/// Time a connection may take to send a request's headers (also idle).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Largest request body (a sign request is about 1 KiB of JSON).
+pub const MAX_BODY: usize = 4 << 10;
+/// Time a request body may take to arrive.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Shortest bearer token accepted (signer and daemon).
+pub const MIN_TOKEN_LEN: usize = 16;
+/// Largest answer the daemon reads from a signer.
+const MAX_ANSWER: usize = 16 << 10;
+/// Mode of the signer's Unix socket: its owner and group may connect.
+pub const SOCKET_MODE: u32 = 0o660;
+
+/// Refuses a token shorter than [`MIN_TOKEN_LEN`] (`what` names its source).
+pub fn check_token(token: &str, what: &str) -> eyre::Result<()> {
+    eyre::ensure!(
+        token.trim().len() >= MIN_TOKEN_LEN,
+        "{what}: the token is too short ({MIN_TOKEN_LEN}+ characters; e.g. `head -c 32 /dev/urandom | base64`)"
+    );
+    Ok(())
+}
+
+/// Where the signer listens: `unix:///path` or `HOST:PORT`.
+#[derive(Debug)]
+pub struct SignerListener {
+    listener: Listener,
+    socket: Option<PathBuf>,
+    shown: String,
+}
+
+impl SignerListener {
+    /// Binds `listen`. A Unix socket is created with mode [`SOCKET_MODE`]
+    /// (bound under a temporary name, its mode set, then renamed into place,
+    /// so it is never reachable with a wider mode); a stale socket file left
+    /// by a stopped signer is replaced, a live one is refused.
+    pub async fn bind(listen: &str) -> eyre::Result<Self> {
+        if let Some(path) = listen.strip_prefix("unix://") {
+            let path = PathBuf::from(path);
+            eyre::ensure!(path.is_absolute(), "--listen {listen}: expected unix:///absolute/path");
+            let listener = bind_unix(&path)?;
+            return Ok(Self { listener, shown: listen.to_owned(), socket: Some(path) });
+        }
+        let addr: std::net::SocketAddr = listen.parse().map_err(|e| {
+            eyre::eyre!("--listen {listen}: expected HOST:PORT or unix:///path ({e})")
+        })?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| eyre::eyre!("binding {addr}: {e}"))?;
+        if !addr.ip().is_loopback() {
+            warn!(target: "signer", %addr, "listening on a non-loopback address: the token and the requests travel unencrypted (prefer unix:///path)");
+        }
+        let shown = listener.local_addr()?.to_string();
+        Ok(Self { listener: Listener::Tcp(listener), socket: None, shown })
+    }
+}
+
+impl Drop for SignerListener {
+    fn drop(&mut self) {
+        if let Some(path) = &self.socket {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn bind_unix(path: &Path) -> eyre::Result<Listener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        eyre::ensure!(
+            meta.file_type().is_socket(),
+            "{} exists and is not a socket",
+            path.display()
+        );
+        eyre::ensure!(
+            std::os::unix::net::UnixStream::connect(path).is_err(),
+            "{}: another process is listening on it",
+            path.display()
+        );
+        std::fs::remove_file(path)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let listener = tokio::net::UnixListener::bind(&tmp)
+        .map_err(|e| eyre::eyre!("binding {}: {e}", tmp.display()))?;
+    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(SOCKET_MODE))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        eyre::bail!("placing the socket at {}: {e}", path.display());
+    }
+    Ok(Listener::Unix(listener))
+}
 
 /// A signing request.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -35,6 +150,20 @@ pub struct SignRequest {
     pub domain: VerdictDomain,
     /// What to sign.
     pub commitment: VerdictCommitment,
+    /// Also sign the commit-reveal commitment to the partial, as this
+    /// member of this epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<CommitTo>,
+}
+
+/// Whose commitment to sign with the partial ([`SignRequest::commit`]).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommitTo {
+    /// The dispute's epoch.
+    pub epoch: u64,
+    /// The signer's index in it.
+    pub signer_index: u32,
 }
 
 struct Signer {
@@ -78,12 +207,24 @@ async fn get_public_key(State(s): State<Arc<Signer>>, headers: HeaderMap) -> Rep
     Ok(Json(serde_json::json!({ "publicKey": hex::encode_prefixed(s.public_key.compress()) })))
 }
 
-async fn sign(
-    State(s): State<Arc<Signer>>,
-    headers: HeaderMap,
-    Json(req): Json<SignRequest>,
-) -> Reply {
+async fn sign(State(s): State<Arc<Signer>>, headers: HeaderMap, body: Body) -> Reply {
+    // The token first: a stranger's body is never read.
     authorized(&s, &headers)?;
+    let body = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await
+    {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            return Err(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("body (at most {MAX_BODY} bytes): {e}"),
+            ))
+        }
+        Err(_) => {
+            return Err(error(StatusCode::REQUEST_TIMEOUT, "body not received in time".into()))
+        }
+    };
+    let req: SignRequest = serde_json::from_slice(&body)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("not a sign request: {e}")))?;
     let d = &req.domain;
     let allowed = d.name == "resolvd"
         && d.version == "1"
@@ -98,15 +239,27 @@ async fn sign(
     let deal = req.commitment.deal_id;
     // The protection check, its fsync and the signature, under one lock.
     let signed = tokio::task::block_in_place(|| {
-        s.signer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .sign(&req.domain, &req.commitment)
+        let mut signer = s.signer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sig = signer.sign(&req.domain, &req.commitment)?;
+        // Only a commitment to the partial just signed (under protection).
+        let commit = req.commit.map(|c| {
+            signer.sign_commit(&crate::node::commit_message(
+                deal,
+                c.epoch,
+                c.signer_index,
+                &sig.compress(),
+            ))
+        });
+        Ok::<_, resolvd_consensus::Error>((sig, commit))
     });
     match signed {
-        Ok(sig) => {
+        Ok((sig, commit)) => {
             info!(target: "signer", %deal, escrow = %d.verifying_contract, "signed");
-            Ok(Json(serde_json::json!({ "signature": hex::encode_prefixed(sig.compress()) })))
+            let mut body = serde_json::json!({ "signature": hex::encode_prefixed(sig.compress()) });
+            if let Some(c) = commit {
+                body["commitSignature"] = hex::encode_prefixed(c.compress()).into();
+            }
+            Ok(Json(body))
         }
         Err(e @ resolvd_consensus::Error::SlashingProtection { .. }) => {
             warn!(target: "signer", %deal, error = %e, "slashing protection refused");
@@ -118,14 +271,14 @@ async fn sign(
 
 /// Serves the signer on `listener` until `shutdown`.
 pub async fn serve(
-    listener: tokio::net::TcpListener,
+    listener: SignerListener,
     secret: SecretKey,
     store: Arc<Store>,
     token: Zeroizing<String>,
     domains: Vec<(u64, Address)>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> eyre::Result<()> {
-    eyre::ensure!(!token.trim().is_empty(), "the signer token is empty");
+    check_token(&token, "--token-file")?;
     eyre::ensure!(
         !domains.is_empty(),
         "no --domain configured: the signer would refuse everything"
@@ -141,8 +294,26 @@ pub async fn serve(
         .route("/v1/public-key", get(get_public_key))
         .route("/v1/sign", post(sign))
         .with_state(state);
-    info!(target: "signer", addr = %listener.local_addr()?, key = %hex::encode_prefixed(public_key.compress()), "signer listening");
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    info!(target: "signer", addr = %listener.shown, key = %hex::encode_prefixed(public_key.compress()), "signer listening");
+    let limits = Limits { max_connections: MAX_CONNECTIONS, header_timeout: HEADER_TIMEOUT };
+    // (The socket file is removed when `listener` drops, after the loop.)
+    accept_loop("signer", &listener.listener, app, limits, shutdown).await
+}
+
+/// Refuses a signer socket whose directory every user may write to.
+fn check_socket_dir(path: &Path) -> eyre::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("/"));
+    let mode = std::fs::metadata(dir)
+        .map_err(|e| eyre::eyre!("signer socket directory {}: {e}", dir.display()))?
+        .permissions()
+        .mode();
+    eyre::ensure!(
+        mode & 0o002 == 0,
+        "signer socket {}: its directory is writable by every user (mode {:o}); use a directory only the signer's user can write",
+        path.display(),
+        mode & 0o7777
+    );
     Ok(())
 }
 
@@ -166,22 +337,59 @@ pub struct RemoteSigner {
 }
 
 impl RemoteSigner {
-    /// A client of the signer at `url` (e.g. `http://127.0.0.1:9600`).
+    /// A client of the signer at `url`: `unix:///path/to/signer.sock` or
+    /// `http://127.0.0.1:9600`. Refuses a token shorter than
+    /// [`MIN_TOKEN_LEN`], and a socket in a directory every user may write
+    /// to (anyone could put their own socket there while the signer is down).
     pub fn new(url: &str, token: Zeroizing<String>) -> eyre::Result<Self> {
-        let client =
-            reqwest::Client::builder().timeout(std::time::Duration::from_secs(10)).build()?;
-        Ok(Self { url: url.trim_end_matches('/').to_owned(), token: Arc::new(token), client })
+        check_token(&token, "keys.remote_signer_token_file")?;
+        let builder = reqwest::Client::builder().timeout(Duration::from_secs(10));
+        let (client, url) = match url.strip_prefix("unix://") {
+            Some(path) => {
+                let path = Path::new(path);
+                eyre::ensure!(path.is_absolute(), "signer {url}: expected unix:///absolute/path");
+                check_socket_dir(path)?;
+                // The host name is not used: every request goes to the socket.
+                (builder.unix_socket(path).build()?, "http://signer".to_owned())
+            }
+            None => {
+                let local = reqwest::Url::parse(url).ok().is_some_and(|u| {
+                    u.host_str().is_some_and(|h| {
+                        h == "localhost"
+                            || h.trim_matches(['[', ']'])
+                                .parse::<std::net::IpAddr>()
+                                .is_ok_and(|ip| ip.is_loopback())
+                    })
+                });
+                if !local {
+                    warn!(target: "signer", %url, "remote signer over TCP off this host: the token travels unencrypted (prefer unix:///path)");
+                }
+                (builder.build()?, url.trim_end_matches('/').to_owned())
+            }
+        };
+        Ok(Self { url, token: Arc::new(token), client })
     }
 
     async fn call(&self, req: reqwest::RequestBuilder) -> Result<serde_json::Value, RemoteError> {
-        let resp = req
+        let mut resp = req
             .bearer_auth(self.token.as_str())
             .send()
             .await
             .map_err(|e| RemoteError::Failed(e.to_string()))?;
         let status = resp.status();
+        // Bounded: whatever answers on the signer's address is not trusted
+        // with the daemon's memory.
+        let mut bytes = Vec::new();
+        while let Some(chunk) =
+            resp.chunk().await.map_err(|e| RemoteError::Failed(e.to_string()))?
+        {
+            if bytes.len() + chunk.len() > MAX_ANSWER {
+                return Err(RemoteError::Failed(format!("answer over {MAX_ANSWER} bytes")));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
         let body: serde_json::Value =
-            resp.json().await.map_err(|e| RemoteError::Failed(e.to_string()))?;
+            serde_json::from_slice(&bytes).map_err(|e| RemoteError::Failed(e.to_string()))?;
         let message = || body["error"].as_str().unwrap_or("no message").to_owned();
         match status {
             s if s.is_success() => Ok(body),
@@ -200,14 +408,21 @@ impl RemoteSigner {
         PublicKey::from_compressed(&bytes).map_err(|e| RemoteError::Failed(e.to_string()))
     }
 
-    /// Signs `commitment` under `domain`; the answer is checked against `key`.
+    /// Signs `commitment` under `domain`, and with `commit` (epoch, signer
+    /// index) the commit-reveal commitment to the partial; the answers are
+    /// checked against `key`.
     pub async fn sign(
         &self,
         domain: &VerdictDomain,
         commitment: &VerdictCommitment,
         key: &PublicKey,
-    ) -> Result<Signature, RemoteError> {
-        let req = SignRequest { domain: domain.clone(), commitment: *commitment };
+        commit: Option<(u64, u32)>,
+    ) -> Result<(Signature, Option<Signature>), RemoteError> {
+        let req = SignRequest {
+            domain: domain.clone(),
+            commitment: *commitment,
+            commit: commit.map(|(epoch, signer_index)| CommitTo { epoch, signer_index }),
+        };
         let body = self.call(self.client.post(format!("{}/v1/sign", self.url)).json(&req)).await?;
         let bytes = body["signature"]
             .as_str()
@@ -218,6 +433,18 @@ impl RemoteSigner {
         sig.verify(key, &commitment.eip712_digest(domain)).map_err(|e| {
             RemoteError::Failed(format!("the signer's signature does not verify: {e}"))
         })?;
-        Ok(sig)
+        let Some((epoch, index)) = commit else { return Ok((sig, None)) };
+        let bytes = body["commitSignature"]
+            .as_str()
+            .and_then(|h| hex::decode(h).ok())
+            .ok_or_else(|| RemoteError::Failed("no commitSignature".into()))?;
+        let c =
+            Signature::from_compressed(&bytes).map_err(|e| RemoteError::Failed(e.to_string()))?;
+        let message =
+            crate::node::commit_message(commitment.deal_id, epoch, index, &sig.compress());
+        c.verify_commit(key, &message).map_err(|e| {
+            RemoteError::Failed(format!("the signer's commitment signature does not verify: {e}"))
+        })?;
+        Ok((sig, Some(c)))
     }
 }

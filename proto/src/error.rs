@@ -260,6 +260,15 @@ pub enum WireError {
         /// Field name.
         field: &'static str,
     },
+    /// The bytes decode, but are not the message's canonical protobuf
+    /// encoding (fields out of order, repeated, unknown, defaults written,
+    /// non-minimal varints or lengths): every message has exactly one
+    /// accepted encoding, so byte-different copies cannot pass as new messages.
+    #[error("{message} is not canonically encoded")]
+    NonCanonical {
+        /// Message name.
+        message: &'static str,
+    },
     /// The two halves of conflict evidence do not conflict.
     #[error("conflict evidence does not conflict: {reason}")]
     NotAConflict {
@@ -279,6 +288,7 @@ impl WireError {
             Self::OutOfRange { .. } => "OutOfRange",
             Self::NotAscending { .. } => "NotAscending",
             Self::NotAConflict { .. } => "NotAConflict",
+            Self::NonCanonical { .. } => "NonCanonical",
         }
     }
 }

@@ -57,6 +57,20 @@ pub trait WireMessage: Sized {
         Self::from_proto(p)
     }
 
+    /// [`Self::decode_wire`], and the bytes must be the message's own
+    /// encoding ([`Self::encode_wire`] of the decoded value). Protobuf is
+    /// malleable (field order, repeated or unknown fields, non-minimal
+    /// varints): gossip is decoded with this, so each message has exactly
+    /// one encoding and byte-different variants of it are rejected rather
+    /// than accepted and forwarded as distinct messages.
+    fn decode_canonical(bytes: &[u8]) -> Result<Self, WireError> {
+        let m = Self::decode_wire(bytes)?;
+        if m.encode_wire() != bytes {
+            return Err(WireError::NonCanonical { message: Self::NAME });
+        }
+        Ok(m)
+    }
+
     /// The protobuf encoding of this message.
     fn encode_wire(&self) -> Vec<u8> {
         self.to_proto().encode_to_vec()
@@ -275,8 +289,14 @@ pub fn partial_commit(epoch: u64, signer_index: u32, signature: &SignatureBytes)
     B256::from_slice(&digest)
 }
 
+/// Domain prefix of [`PartialCommit::signing_message`].
+pub const PARTIAL_COMMIT_SIGNATURE_DOMAIN: &[u8] = b"resolvd/v1/partial-commit-signature";
+
 /// A resolver's commitment to its partial ([`partial_commit`]), gossiped while
-/// the commit phase of a dispute is open.
+/// the commit phase of a dispute is open, signed by the resolver's registered
+/// BLS key over [`Self::signing_message`] (under the consensus crate's
+/// commitment DST, never the verdict DST): only a member can commit for its
+/// own index, so nobody can fill or fake another member's commitment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PartialCommit {
     /// The deal.
@@ -287,22 +307,55 @@ pub struct PartialCommit {
     pub signer_index: u32,
     /// [`partial_commit`] of the partial.
     pub commit: B256,
+    /// The signer's BLS signature over [`Self::signing_message`] (compressed G2).
+    pub signature: SignatureBytes,
 }
 
 impl PartialCommit {
-    /// The commitment to `p`.
-    pub fn of(p: &SignedVerdict) -> Self {
+    /// The commitment hash of `p` ([`partial_commit`]).
+    pub fn commit_of(p: &SignedVerdict) -> B256 {
+        partial_commit(p.epoch, p.signer_index, &p.signature)
+    }
+
+    /// The commitment to `p` with `signature` (which the caller makes over
+    /// [`Self::signing_message`] of the returned fields).
+    pub fn of(p: &SignedVerdict, signature: SignatureBytes) -> Self {
         Self {
             deal_id: p.commitment.deal_id,
             epoch: p.epoch,
             signer_index: p.signer_index,
-            commit: partial_commit(p.epoch, p.signer_index, &p.signature),
+            commit: Self::commit_of(p),
+            signature,
         }
+    }
+
+    /// What the signer signs: `SHA-256("resolvd/v1/partial-commit-signature"
+    /// ‖ dealId ‖ epoch_be8 ‖ signerIndex_be4 ‖ commit)`. The deal is bound
+    /// here (the commit hash binds it only through the hidden partial), so a
+    /// commitment cannot be replayed onto another deal.
+    pub fn signing_message(&self) -> B256 {
+        Self::message(&self.deal_id, self.epoch, self.signer_index, &self.commit)
+    }
+
+    /// [`Self::signing_message`] of these fields.
+    pub fn message(deal_id: &B256, epoch: u64, signer_index: u32, commit: &B256) -> B256 {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::new()
+            .chain_update(PARTIAL_COMMIT_SIGNATURE_DOMAIN)
+            .chain_update(deal_id)
+            .chain_update(epoch.to_be_bytes())
+            .chain_update(signer_index.to_be_bytes())
+            .chain_update(commit)
+            .finalize();
+        B256::from_slice(&digest)
     }
 
     /// Whether `p` is the partial this commits to.
     pub fn opens_to(&self, p: &SignedVerdict) -> bool {
-        *self == Self::of(p)
+        self.deal_id == p.commitment.deal_id
+            && self.epoch == p.epoch
+            && self.signer_index == p.signer_index
+            && self.commit == Self::commit_of(p)
     }
 }
 
@@ -317,6 +370,7 @@ impl WireMessage for PartialCommit {
             epoch: p.epoch,
             signer_index: p.signer_index,
             commit: b256(Self::NAME, "commit", &p.commit)?,
+            signature: fixed(Self::NAME, "signature", &p.signature)?,
         })
     }
 
@@ -326,6 +380,7 @@ impl WireMessage for PartialCommit {
             epoch: self.epoch,
             signer_index: self.signer_index,
             commit: self.commit.to_vec(),
+            signature: self.signature.to_vec(),
         }
     }
 }

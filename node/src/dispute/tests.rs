@@ -81,6 +81,31 @@ fn partial(signer: usize, epoch: u64, c: VerdictCommitment) -> SignedVerdict {
     }
 }
 
+/// The commitment to `p`, signed by its signer's key (as the shell does).
+fn signed_commit(p: &SignedVerdict) -> PartialCommit {
+    let message = PartialCommit::message(
+        &p.commitment.deal_id,
+        p.epoch,
+        p.signer_index,
+        &PartialCommit::commit_of(p),
+    );
+    PartialCommit::of(p, key(p.signer_index as usize).sign_commit(&message).compress())
+}
+
+/// A commitment in `p`'s signer's name signed by another key (a forgery).
+fn forged_commit(p: &SignedVerdict, salt: u8) -> PartialCommit {
+    let commit = keccak256([p.signature.as_slice(), &[salt]].concat());
+    let message = PartialCommit::message(&p.commitment.deal_id, p.epoch, p.signer_index, &commit);
+    let signature = key(50).sign_commit(&message).compress();
+    PartialCommit {
+        deal_id: p.commitment.deal_id,
+        epoch: p.epoch,
+        signer_index: p.signer_index,
+        commit,
+        signature,
+    }
+}
+
 fn origin(n: u8) -> Origin {
     Origin { id: MessageId::new(&[n, 1, 2, 3]), peer: PeerId::random() }
 }
@@ -152,13 +177,15 @@ impl Rig {
         self.engine.on_replayed(a.deal_id, Ok(envelope(a, outcome)), self.now);
         let actions = self.drain();
         let sign = actions.iter().find_map(|x| match x {
-            Action::Sign { commitment, epoch, index, .. } => Some((*commitment, *epoch, *index)),
+            Action::Sign { commitment, epoch, index, commit, .. } => {
+                Some((*commitment, *epoch, *index, *commit))
+            }
             _ => None,
         });
-        let (c, epoch, index) = sign.expect("a Sign action");
+        let (c, epoch, index, commit) = sign.expect("a Sign action");
         assert_eq!(Some(index as usize), self.me);
         let p = partial(index as usize, epoch, c);
-        self.engine.on_signed(p.clone(), self.now);
+        self.engine.on_signed(p.clone(), commit.then(|| signed_commit(&p)), self.now);
         p
     }
 
@@ -259,7 +286,7 @@ fn phases_run_in_order_and_the_partial_is_persisted_before_it_is_gossiped() {
     assert!(matches!(actions[..], [Action::PersistEnvelope(_), Action::Sign { index: 0, .. }]));
     // The engine gossips only what the shell reports signed (after persisting).
     let p = partial(0, EPOCH, commitment(&a, ReexecVerdict::Reproduced));
-    rig.engine.on_signed(p.clone(), rig.now);
+    rig.engine.on_signed(p.clone(), None, rig.now);
     let actions = rig.drain();
     assert!(matches!(&actions[..], [Action::Publish(Gossip::Verdict(x))] if *x == p));
     assert_eq!(rig.phase(&a), Phase::Signed);
@@ -1030,9 +1057,16 @@ fn commit_rig(me: usize) -> Rig {
     rig
 }
 
+/// Gossips `p`'s signed commitment and runs the verification batch.
 fn gossip_commit(rig: &mut Rig, p: &SignedVerdict, o: Origin) -> Vec<Action> {
-    rig.engine.on_gossip(o, Gossip::Commit(PartialCommit::of(p)), rig.now);
-    rig.drain()
+    gossip_commit_msg(rig, signed_commit(p), o)
+}
+
+fn gossip_commit_msg(rig: &mut Rig, c: PartialCommit, o: Origin) -> Vec<Action> {
+    rig.engine.on_gossip(o, Gossip::Commit(c), rig.now);
+    let mut actions = rig.drain();
+    actions.extend(rig.batch());
+    actions
 }
 
 fn published_verdicts(actions: &[Action]) -> Vec<u32> {
@@ -1045,15 +1079,19 @@ fn published_verdicts(actions: &[Action]) -> Vec<u32> {
         .collect()
 }
 
+fn commit_view(rig: &Rig, a: &DisputeAnnouncement) -> CommitReveal {
+    rig.engine.view(&a.deal_id).unwrap().commit_reveal.clone().unwrap()
+}
+
 #[test]
 fn commit_reveal_commits_first_reveals_at_threshold_and_counts_only_timely_commitments() {
     let mut rig = commit_rig(0);
     let a = announcement(1);
     let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
-    // Signed: the commitment is gossiped, the partial is not.
+    // Signed: the signed commitment is gossiped, the partial is not.
     let actions = rig.drain();
     assert!(
-        matches!(&actions[..], [Action::Publish(Gossip::Commit(c))] if *c == PartialCommit::of(&own)),
+        matches!(&actions[..], [Action::Publish(Gossip::Commit(c))] if *c == signed_commit(&own)),
         "{actions:?}"
     );
     let c = own.commitment;
@@ -1062,29 +1100,28 @@ fn commit_reveal_commits_first_reveals_at_threshold_and_counts_only_timely_commi
     let actions = gossip_commit(&mut rig, &p1, origin(1));
     assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Accept)]);
     assert!(published_verdicts(&actions).is_empty());
-    // A commitment of a non-member is rejected; a repeat is ignored.
-    let mut foreign = PartialCommit::of(&p1);
+    // A commitment of a non-member is rejected before it is held; a repeat
+    // of a held one is ignored.
+    let mut foreign = signed_commit(&p1);
     foreign.signer_index = 9;
     rig.engine.on_gossip(origin(9), Gossip::Commit(foreign), rig.now);
     assert_eq!(reports(&rig.drain()), vec![(Topic::Commits, MessageAcceptance::Reject)]);
     let actions = gossip_commit(&mut rig, &p1, origin(11));
     assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Ignore)]);
-    // Signer 2 commits: 3 of 4 reach the threshold: this node reveals.
+    // Signer 2 commits: 3 of 4 reach the threshold: this node reveals, and
+    // its own reveal verifies in the same batch: the reveal phase.
     let actions = gossip_commit(&mut rig, &p2, origin(2));
     assert_eq!(published_verdicts(&actions), vec![0]);
-    // Its own reveal verifies: the node is in the reveal phase.
-    let actions = rig.batch();
     assert!(certificate_of(&actions).is_none());
-    let cr = rig.engine.view(&a.deal_id).unwrap().commit_reveal.clone().unwrap();
+    let cr = commit_view(&rig, &a);
     assert!(cr.revealed && cr.reveal_phase_ms.is_some());
     assert_eq!(cr.committed.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
     // The lazy signer 3 copies the revealed commitment: its commitment is late.
+    rig.later(Duration::from_millis(30));
     let actions = gossip_commit(&mut rig, &lazy, origin(3));
     assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Accept)]);
-    // Another late commitment of the same signer is not forwarded.
-    let mut forged = PartialCommit::of(&lazy);
-    forged.commit = B256::repeat_byte(0x77);
-    rig.engine.on_gossip(origin(33), Gossip::Commit(forged), rig.now);
+    // Another commitment in the same signer's name is not verified or spread.
+    rig.engine.on_gossip(origin(33), Gossip::Commit(forged_commit(&lazy, 1)), rig.now);
     assert_eq!(reports(&rig.drain()), vec![(Topic::Commits, MessageAcceptance::Ignore)]);
     rig.gossip_partial(lazy.clone(), origin(13));
     rig.gossip_partial(p1.clone(), origin(21));
@@ -1099,7 +1136,7 @@ fn commit_reveal_commits_first_reveals_at_threshold_and_counts_only_timely_commi
         ]
     );
     assert!(certificate_of(&actions).is_none(), "the lazy reveal must not count");
-    let cr = rig.engine.view(&a.deal_id).unwrap().commit_reveal.clone().unwrap();
+    let cr = commit_view(&rig, &a);
     assert_eq!(cr.late, vec![3]);
     assert_eq!(cr.uncounted, vec![3]);
     // Signer 2's timely reveal completes the certificate without signer 3.
@@ -1110,15 +1147,107 @@ fn commit_reveal_commits_first_reveals_at_threshold_and_counts_only_timely_commi
     rig.later(WINDOW * (REVEAL_FALLBACK_WINDOWS + 1));
     rig.engine.on_tick(rig.now);
     rig.drain();
-    assert!(!rig.engine.view(&a.deal_id).unwrap().commit_reveal.as_ref().unwrap().fallback);
+    assert!(!commit_view(&rig, &a).fallback);
     // Re-gossip after the reveal sends the partial, not the commitment.
     rig.later(EngineConfig::default().republish);
     rig.engine.on_tick(rig.now);
     assert!(published_verdicts(&rig.drain()).contains(&0));
 }
 
+/// A peer with no stake forges commitments in every other member's name
+/// (more per signer than the slots once held for unsigned commitments),
+/// before the real ones: each is verified and rejected (its sender pays),
+/// none counts towards the threshold (this node does not reveal early), the
+/// real commitments still count, and a real commitment replayed onto
+/// another deal is rejected too.
 #[test]
-fn commit_reveal_reveals_after_the_window_and_falls_back_when_stuck() {
+fn forged_commitments_are_rejected_and_never_count_or_crowd_out_the_real_ones() {
+    let mut rig = commit_rig(0);
+    let a = announcement(11);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let c = own.commitment;
+    let honest: Vec<SignedVerdict> = (1..4).map(|s| partial(s, EPOCH, c)).collect();
+    for p in &honest {
+        for salt in 0..5 {
+            rig.engine.on_gossip(
+                origin(100 + salt),
+                Gossip::Commit(forged_commit(p, salt)),
+                rig.now,
+            );
+        }
+    }
+    let mut actions = rig.drain();
+    assert!(reports(&actions).is_empty(), "verified before any verdict");
+    actions.extend(rig.batch());
+    let verdicts = reports(&actions);
+    assert_eq!(verdicts.len(), 15);
+    assert!(verdicts.iter().all(|v| *v == (Topic::Commits, MessageAcceptance::Reject)));
+    assert!(published_verdicts(&actions).is_empty(), "forgeries must not close the commit phase");
+    let cr = commit_view(&rig, &a);
+    assert_eq!(cr.committed.keys().copied().collect::<Vec<_>>(), vec![0]);
+    assert!(!cr.revealed && cr.reveal_phase_ms.is_none());
+    // A genuine commitment of signer 1, replayed onto another deal the node
+    // knows: the deal is signed, so it fails there.
+    let b = announcement(12);
+    rig.confirm(&b);
+    let mut replayed = signed_commit(&honest[0]);
+    replayed.deal_id = b.deal_id;
+    let actions = gossip_commit_msg(&mut rig, replayed, origin(7));
+    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Reject)]);
+    // The real commitments of 1 and 2 count: threshold, reveal.
+    gossip_commit(&mut rig, &honest[0], origin(1));
+    let actions = gossip_commit(&mut rig, &honest[1], origin(2));
+    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Accept)]);
+    assert_eq!(published_verdicts(&actions), vec![0]);
+    rig.later(Duration::from_millis(10));
+    rig.gossip_partial(honest[0].clone(), origin(21));
+    rig.gossip_partial(honest[1].clone(), origin(22));
+    let qc = certificate_of(&rig.batch()).expect("certificate from the timely committers");
+    assert_eq!(qc.non_signers, vec![3]);
+}
+
+/// The reveal phase begins when the first reveal that verifies *arrived*,
+/// not when its batch ran: a copier whose commitment lands in the
+/// verification window is late. A forged reveal opens nothing.
+#[test]
+fn the_reveal_phase_starts_at_the_first_valid_reveals_arrival() {
+    let mut rig = commit_rig(0);
+    let a = announcement(13);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let c = own.commitment;
+    let (p1, p2, lazy) = (partial(1, EPOCH, c), partial(2, EPOCH, c), partial(3, EPOCH, c));
+    gossip_commit(&mut rig, &p1, origin(1));
+    // A forged reveal of signer 2 (a signature by another key) arrives first:
+    // rejected, no reveal phase.
+    rig.later(Duration::from_millis(5));
+    let mut fake = p2.clone();
+    fake.signature = key(50).sign(&c.eip712_digest(&domain())).compress();
+    rig.gossip_partial(fake, origin(40));
+    assert_eq!(reports(&rig.batch()), vec![(Topic::Verdicts, MessageAcceptance::Reject)]);
+    assert!(commit_view(&rig, &a).reveal_phase_ms.is_none());
+    // Signer 1 reveals early (e.g. its window passed); 2 ms later, before the
+    // batch runs, a copier's commitment arrives; then the batch runs.
+    rig.later(Duration::from_millis(5));
+    rig.gossip_partial(p1.clone(), origin(21));
+    rig.later(Duration::from_millis(2));
+    rig.engine.on_gossip(origin(3), Gossip::Commit(signed_commit(&lazy)), rig.now);
+    rig.drain();
+    rig.later(BATCH_WINDOW);
+    let actions = rig.batch();
+    assert_eq!(published_verdicts(&actions), vec![0], "a reveal was seen: this node reveals");
+    let cr = commit_view(&rig, &a);
+    assert_eq!(cr.late, vec![3], "the copier's commitment came after the first reveal arrived");
+    assert_eq!(cr.committed.keys().copied().collect::<Vec<_>>(), vec![0, 1]);
+    // The copier reveals: verified, not counted; no certificate from 0, 1, 3.
+    rig.gossip_partial(lazy, origin(13));
+    assert!(certificate_of(&rig.batch()).is_none());
+    assert_eq!(commit_view(&rig, &a).uncounted, vec![3]);
+}
+
+#[test]
+fn commit_reveal_reveals_after_the_window_and_only_the_late_fallback_counts_late_reveals() {
     let cfg = EngineConfig { republish: WINDOW / 4, ..EngineConfig::default() };
     let mut rig = Rig::with(Some(0), cfg);
     rig.engine.set_commit_reveal(Some(WINDOW));
@@ -1131,30 +1260,87 @@ fn commit_reveal_reveals_after_the_window_and_falls_back_when_stuck() {
     rig.later(WINDOW / 2);
     rig.engine.on_tick(rig.now);
     let actions = rig.drain();
-    assert!(actions.iter().any(|x| matches!(x, Action::Publish(Gossip::Commit(_)))), "{actions:?}");
+    assert!(
+        actions
+            .iter()
+            .any(|x| matches!(x, Action::Publish(Gossip::Commit(x)) if *x == signed_commit(&own))),
+        "{actions:?}"
+    );
     assert!(published_verdicts(&actions).is_empty(), "not before the window");
     // ... and the node reveals when its window passes.
     rig.later(WINDOW / 2);
     rig.engine.on_tick(rig.now);
     assert_eq!(published_verdicts(&rig.drain()), vec![0], "window passed: revealed");
     rig.batch();
-    // Late commitments and reveals of 1 and 2: uncounted, no certificate...
-    for s in [1, 2] {
+    // Signer 1 reveals in the same instant (its commitment was lost): it
+    // arrived no later than the reveal phase began. Signers 2 and 3 commit
+    // and reveal afterwards (copies, for all this node can tell).
+    rig.gossip_partial(partial(1, EPOCH, c), origin(11));
+    rig.batch();
+    rig.later(Duration::from_millis(20));
+    for s in [2, 3] {
         let p = partial(s, EPOCH, c);
         gossip_commit(&mut rig, &p, origin(s as u8));
         rig.gossip_partial(p, origin(10 + s as u8));
     }
     assert!(certificate_of(&rig.batch()).is_none());
-    assert_eq!(
-        rig.engine.view(&a.deal_id).unwrap().commit_reveal.as_ref().unwrap().uncounted,
-        vec![1, 2]
-    );
-    // ... until the fallback counts every verified reveal.
+    assert_eq!(commit_view(&rig, &a).uncounted, vec![1, 2, 3]);
+    // The fallback counts signer 1's reveal, never the later ones: 0 + 1 =
+    // 2 of 4, no certificate (honest nodes still hold the copier out).
     rig.later(WINDOW * REVEAL_FALLBACK_WINDOWS);
     rig.engine.on_tick(rig.now);
-    let qc = certificate_of(&rig.drain()).expect("fallback certificate");
+    let actions = rig.drain();
+    assert!(certificate_of(&actions).is_none(), "a late reveal never counts");
+    assert!(commit_view(&rig, &a).fallback);
+    let persisted: Vec<u32> = actions
+        .iter()
+        .filter_map(|x| match x {
+            Action::PersistPartial(p) => Some(p.signer_index),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(persisted, vec![1]);
+    // Still no certificate 6 windows after the reveal phase began: the late
+    // fallback counts every verified reveal (liveness over excluding a
+    // copier), and the deal certifies.
+    rig.later(WINDOW * (REVEAL_LATE_FALLBACK_WINDOWS - REVEAL_FALLBACK_WINDOWS));
+    rig.engine.on_tick(rig.now);
+    let qc = certificate_of(&rig.drain()).expect("the late fallback certifies");
+    assert_eq!(qc.non_signers, vec![3], "threshold met at signer 2");
+    let cr = commit_view(&rig, &a);
+    assert!(cr.late_fallback && cr.uncounted.is_empty());
+}
+
+/// A member that reveals another digest at once (a wrong outcome) does not
+/// make the honest commitments late: a commitment counts for the digest it
+/// opens to if it arrived before that digest's first reveal.
+#[test]
+fn an_early_reveal_of_another_digest_does_not_make_honest_commitments_late() {
+    let mut rig = commit_rig(0);
+    let a = announcement(14);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let c = own.commitment;
+    // Signer 3 commits to and reveals a Failed verdict at once.
+    let wrong = partial(3, EPOCH, commitment(&a, ReexecVerdict::Failed));
+    gossip_commit(&mut rig, &wrong, origin(3));
+    rig.later(Duration::from_millis(5));
+    rig.gossip_partial(wrong, origin(13));
+    rig.batch();
+    assert!(commit_view(&rig, &a).reveal_phase_ms.is_some());
+    // Signers 1 and 2 commit afterwards, then reveal the Reproduced verdict:
+    // nobody had revealed that digest before their commitments arrived.
+    rig.later(Duration::from_millis(20));
+    let (p1, p2) = (partial(1, EPOCH, c), partial(2, EPOCH, c));
+    gossip_commit(&mut rig, &p1, origin(1));
+    gossip_commit(&mut rig, &p2, origin(2));
+    rig.later(Duration::from_millis(20));
+    rig.gossip_partial(p1, origin(21));
+    rig.gossip_partial(p2, origin(22));
+    let qc = certificate_of(&rig.batch()).expect("certified without a fallback");
     assert_eq!(qc.non_signers, vec![3]);
-    assert!(rig.engine.view(&a.deal_id).unwrap().commit_reveal.as_ref().unwrap().fallback);
+    let cr = commit_view(&rig, &a);
+    assert!(!cr.fallback && cr.uncounted.is_empty(), "{cr:?}");
 }
 
 #[test]
@@ -1163,12 +1349,13 @@ fn commit_reveal_holds_early_commitments_and_restores_the_same_commitment() {
     let a = announcement(3);
     let c = commitment(&a, ReexecVerdict::Reproduced);
     // Commitments of 1 and 2 arrive before this node knows the dispute: held,
-    // counted once it starts (they came before any reveal).
+    // verified and counted once it starts (they came before any reveal).
     for s in [1, 2] {
         let actions = gossip_commit(&mut rig, &partial(s, EPOCH, c), origin(s as u8));
         assert!(reports(&actions).is_empty(), "held, reported on release");
     }
-    let actions = rig.confirm(&a);
+    let mut actions = rig.confirm(&a);
+    actions.extend(rig.batch());
     assert_eq!(
         reports(&actions),
         vec![
@@ -1181,23 +1368,30 @@ fn commit_reveal_holds_early_commitments_and_restores_the_same_commitment() {
     rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Reproduced)), rig.now);
     rig.drain();
     let own = partial(0, EPOCH, c);
-    rig.engine.on_signed(own.clone(), rig.now);
+    rig.engine.on_signed(own.clone(), Some(signed_commit(&own)), rig.now);
     // Own commitment + two held ones = threshold: commit and reveal at once.
     let actions = rig.drain();
-    assert!(
-        matches!(&actions[0], Action::Publish(Gossip::Commit(x)) if *x == PartialCommit::of(&own))
-    );
+    assert!(matches!(&actions[0], Action::Publish(Gossip::Commit(x)) if *x == signed_commit(&own)));
     assert_eq!(published_verdicts(&actions), vec![0]);
 
-    // A restarted node re-sends the same commitment (BLS is deterministic),
-    // not the partial, and counts the stored partials' commitments.
+    // A restarted node signs the same partial again for a signed commitment
+    // (BLS is deterministic; protection allows the same commitment), sends
+    // the commitment, not the partial, and counts the stored partials'
+    // commitments.
     let mut again = commit_rig(0);
     again.engine.restore(a.clone(), DisputeStatus::Active, vec![own.clone()], None, again.now);
     let actions = again.drain();
     assert!(
-        actions.iter().any(
-            |x| matches!(x, Action::Publish(Gossip::Commit(p)) if *p == PartialCommit::of(&own))
-        ),
+        actions.iter().any(|x| matches!(x, Action::Sign { commit: true, index: 0, .. })),
+        "{actions:?}"
+    );
+    assert!(published_verdicts(&actions).is_empty());
+    again.engine.on_signed(own.clone(), Some(signed_commit(&own)), again.now);
+    let actions = again.drain();
+    assert!(
+        actions
+            .iter()
+            .any(|x| matches!(x, Action::Publish(Gossip::Commit(p)) if *p == signed_commit(&own))),
         "{actions:?}"
     );
     assert!(published_verdicts(&actions).is_empty());
@@ -1365,4 +1559,156 @@ fn partials_wait_to_be_batched_unless_they_could_complete_the_certificate() {
     assert_eq!(rig.engine.batch_due(), Some(rig.now + BATCH_WINDOW));
     rig.batch();
     assert!(rig.engine.doppelganger().is_some(), "detected in the short window");
+}
+
+// ------------------------------------------------------------ gossip and buffers
+
+/// A forged partial waiting in a batch does not take the genuine one of the
+/// same signer and digest down with it: each message is verified and judged
+/// on its own, and each verdict goes to that message's own origins.
+#[test]
+fn a_forged_partial_in_the_batch_does_not_get_the_genuine_one_rejected() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(21);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let genuine = partial(1, EPOCH, own.commitment);
+    let mut forged = genuine.clone();
+    forged.signature = key(50).sign(&own.commitment.eip712_digest(&domain())).compress();
+    let (liar, honest) = (origin(1), origin(2));
+    rig.gossip_partial(forged, liar.clone());
+    rig.gossip_partial(genuine, honest.clone());
+    let actions = rig.batch();
+    let by_peer: Vec<(PeerId, MessageAcceptance)> = actions
+        .iter()
+        .filter_map(|x| match x {
+            Action::Report { origin, acceptance, .. } => Some((origin.peer, *acceptance)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(by_peer.len(), 2, "{by_peer:?}");
+    assert!(by_peer.contains(&(liar.peer, MessageAcceptance::Reject)), "{by_peer:?}");
+    assert!(by_peer.contains(&(honest.peer, MessageAcceptance::Accept)), "{by_peer:?}");
+    let view = rig.engine.view(&a.deal_id).unwrap();
+    assert_eq!(view.signers.values().next().unwrap(), &vec![0, 1]);
+}
+
+/// Evidence naming old epochs: committees are loaded for one evidence
+/// message at a time (the rest is ignored unverified), the held one is
+/// judged once its committee is loaded (a forgery is rejected: its sender
+/// pays), and committees no dispute needs are evicted.
+#[test]
+fn evidence_naming_old_epochs_loads_one_committee_at_a_time_and_spares_are_evicted() {
+    let mut rig = Rig::new(Some(0));
+    // The chain is at epoch 600; only epoch 3's committee is loaded.
+    rig.engine.on_epoch(600);
+    rig.drain();
+    rig.engine.on_committee(600, Ok(committee(600, 4)), rig.now);
+    rig.drain();
+    // A dispute of epoch 3 is open: its committee stays.
+    let a = announcement(22);
+    rig.confirm(&a);
+    let c = commitment(&a, ReexecVerdict::Reproduced);
+    let mut other = c;
+    other.outcome = ReexecVerdict::Failed;
+    let aggregate = |epoch: u64, c: VerdictCommitment| resolvd_proto::wire::SignerAggregate {
+        commitment: c,
+        epoch,
+        signer_indices: vec![1],
+        // A signature by another key: well-formed, wrong.
+        aggregate_signature: key(50).sign(&c.eip712_digest(&domain())).compress(),
+    };
+    let mut loads = 0;
+    let mut ignored = 0;
+    for epoch in 100..400u64 {
+        let e = resolvd_proto::wire::ConflictEvidence {
+            first: aggregate(epoch, c),
+            second: aggregate(epoch, other),
+        };
+        rig.engine.on_gossip(origin(1), Gossip::Evidence(Box::new(e)), rig.now);
+        for x in rig.drain() {
+            match x {
+                Action::LoadCommittee(_) => loads += 1,
+                Action::Report { acceptance: MessageAcceptance::Ignore, .. } => ignored += 1,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    assert_eq!(loads, 1, "one committee load for 300 evidence messages");
+    assert_eq!(ignored, 299);
+    // The load answers: the held evidence is judged (a forgery: rejected).
+    rig.engine.on_committee(100, Ok(committee(100, 4)), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Evidence, MessageAcceptance::Reject)]);
+    // Many more committees loaded for evidence over time: only a few spares stay.
+    for epoch in 101..120u64 {
+        rig.engine.add_committee(committee(epoch, 4), rig.now);
+    }
+    rig.engine.on_tick(rig.now);
+    rig.drain();
+    let loaded: Vec<u64> = rig.engine.loaded_epochs().collect();
+    assert!(loaded.contains(&EPOCH) && loaded.contains(&600), "{loaded:?}");
+    assert_eq!(loaded.len(), MAX_SPARE_COMMITTEES + 2, "{loaded:?}");
+    assert!(loaded.contains(&119) && !loaded.contains(&100), "oldest evicted first: {loaded:?}");
+}
+
+/// A certificate for a deal this node does not hold is ignored before its
+/// signature is decompressed: undecodable bytes cost nothing either.
+#[test]
+fn certificates_are_looked_up_before_their_signature_is_decompressed() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(23);
+    let mut w = certificate(&a, &[0, 1, 2]).to_wire();
+    w.aggregate_signature = [0xff; 96];
+    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(w.clone())), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, MessageAcceptance::Ignore)]);
+    // For a deal it holds, the same bytes are rejected.
+    rig.confirm(&a);
+    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(w)), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, MessageAcceptance::Reject)]);
+}
+
+/// One peer cannot fill the early buffers: it holds at most its quota, and
+/// another peer's early partial is still held.
+#[test]
+fn one_peer_cannot_fill_the_early_buffers() {
+    let mut rig = Rig::new(Some(0));
+    let flooder = origin(1);
+    let mut held = 0;
+    for n in 0..(MAX_EARLY_PER_PEER as u32 + 100) {
+        let mut a = announcement(0);
+        a.deal_id = keccak256(n.to_be_bytes());
+        let p = partial(1, EPOCH, commitment(&a, ReexecVerdict::Reproduced));
+        let o = Origin { id: MessageId::new(&n.to_be_bytes()), peer: flooder.peer };
+        rig.gossip_partial(p, o);
+        if reports(&rig.drain()).is_empty() {
+            held += 1;
+        }
+    }
+    assert_eq!(held, MAX_EARLY_PER_PEER);
+    assert_eq!(rig.engine.buffered_partials(), MAX_EARLY_PER_PEER);
+    let a = announcement(24);
+    let p = partial(2, EPOCH, commitment(&a, ReexecVerdict::Reproduced));
+    rig.gossip_partial(p, origin(2));
+    assert!(reports(&rig.drain()).is_empty(), "another peer's partial is held");
+    assert_eq!(rig.engine.buffered_partials(), MAX_EARLY_PER_PEER + 1);
+    // Held entries released (the dispute confirmed) free the peer's quota.
+    rig.confirm(&a);
+    assert_eq!(rig.engine.buffered_partials(), MAX_EARLY_PER_PEER);
+}
+
+/// An equivocating member's second partial waits for its commit phase like
+/// the first: it does not open anyone's reveal phase early.
+#[test]
+fn a_second_signature_is_revealed_with_the_own_partial_not_before() {
+    let mut rig = commit_rig(0);
+    let a = announcement(25);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let mut flipped = own.commitment;
+    flipped.outcome = ReexecVerdict::Failed;
+    rig.engine.on_signed(partial(0, EPOCH, flipped), None, rig.now);
+    assert!(published_verdicts(&rig.drain()).is_empty());
+    rig.later(WINDOW);
+    rig.engine.on_tick(rig.now);
+    assert_eq!(published_verdicts(&rig.drain()), vec![0, 0]);
 }

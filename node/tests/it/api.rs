@@ -186,3 +186,83 @@ async fn connections_are_bounded_and_idle_or_slow_ones_time_out() {
     let ok = reqwest::get(format!("{url}/health")).await.unwrap();
     assert_eq!(ok.status(), 200);
 }
+
+fn rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() / 1024
+}
+
+/// 48 clients ask for a 16 MiB document and never read the answer. Before:
+/// every one was answered 200 and held its copy of the document (the issue's
+/// measure: RSS 263 → 1,018 MiB). Now at most `api.max_concurrent_gets` (4
+/// here) are answered at once, each holding its document until the last
+/// byte is handed to the connection, the others get 503 at once; a response
+/// not taken within `api.response_timeout_secs` (2 s here) closes its
+/// connection and frees its permit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downloads_are_bounded_and_unread_ones_are_cut() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (url, _d) = serve(ApiConfig {
+        max_concurrent_gets: 4,
+        response_timeout_secs: 2,
+        ..ApiConfig::default()
+    })
+    .await;
+    let addr = url.trim_start_matches("http://").to_owned();
+    let big: Vec<u8> = (0..resolvd_proto::codec::MAX_DOCUMENT_LEN - 1024)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
+        .collect();
+    let hash = resolvd_proto::content_hash("spec", &big);
+    let put = reqwest::Client::new()
+        .put(format!("{url}/content/{hash}?type=spec"))
+        .body(big.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rss_before = rss_mib();
+
+    let mut unread = Vec::new();
+    let (mut ok, mut busy) = (0, 0);
+    for _ in 0..48 {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!("GET /content/{hash} HTTP/1.1\r\nhost: x\r\n\r\n");
+        s.write_all(head.as_bytes()).await.unwrap();
+        // The status line only; the rest is never read.
+        let mut status = [0u8; 12];
+        s.read_exact(&mut status).await.unwrap();
+        match &status {
+            b"HTTP/1.1 200" => ok += 1,
+            b"HTTP/1.1 503" => busy += 1,
+            other => panic!("{}", String::from_utf8_lossy(other)),
+        }
+        unread.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_held = rss_mib();
+    // While they are held, a well-behaved client is told to retry.
+    let r = reqwest::get(format!("{url}/content/{hash}")).await.unwrap();
+    assert_eq!(r.status(), 503);
+    #[allow(clippy::disallowed_macros)]
+    {
+        eprintln!(
+            "48 unread GETs of a 16 MiB document: {ok} answered 200, {busy} 503; RSS {rss_before} \
+             → {rss_held} MiB"
+        );
+    }
+    assert_eq!((ok, busy), (4, 44));
+
+    // The timeout (2 s) closes the stalled connections, short of the whole body.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut first = unread.swap_remove(0);
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), first.read_to_end(&mut got)).await;
+    assert!(got.len() < big.len(), "the stalled response was completed ({} bytes)", got.len());
+    drop(unread);
+    let r = reqwest::get(format!("{url}/content/{hash}")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-resolvd-type-tag"], "spec");
+    assert_eq!(r.bytes().await.unwrap().to_vec(), big);
+}

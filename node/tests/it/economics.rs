@@ -23,12 +23,12 @@ use resolvd_node::{
 use std::time::Duration;
 
 /// The lazy resolver and the slow honest one.
-const LAZY: usize = 3;
+pub(crate) const LAZY: usize = 3;
 const SLOW: usize = 2;
 
 /// A 4-node network: 0 and 1 honest (and the only submitters), 2 honest but
 /// replaying 2 s late, 3 lazy. Threshold 3 of 4.
-async fn network(commit_reveal_ms: u32) -> Net {
+pub(crate) async fn network(commit_reveal_ms: u32) -> Net {
     launch(|o| {
         o.commit_reveal_ms = commit_reveal_ms;
         o.with_accounts = Some(vec![0, 1]);
@@ -42,7 +42,10 @@ async fn network(commit_reveal_ms: u32) -> Net {
 
 /// The non-signers of the certificate that settled `deal` (from the
 /// `resolve` calldata) and its sender.
-async fn certificate_of(net: &Devnet, deal: B256) -> (Vec<u32>, alloy_primitives::Address) {
+pub(crate) async fn certificate_of(
+    net: &Devnet,
+    deal: B256,
+) -> (Vec<u32>, alloy_primitives::Address) {
     let logs = net.verdict_logs(deal).await.unwrap();
     assert_eq!(logs.len(), 1, "one VerdictCommitted");
     let hash = logs[0].transaction_hash.unwrap();

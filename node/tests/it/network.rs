@@ -347,7 +347,17 @@ async fn crashed_and_lagging_nodes_never_sign_anything_different() {
     net.0.start_node(3).unwrap();
     let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
     assert_eq!(deal.settlement, RELEASED);
-    let view = net.0.nodes[3].get(&format!("/disputes/{}", open.deal_id)).await.unwrap();
+    // The restarted node's partial can complete the certificate before its
+    // API snapshot (refreshed every 250 ms) first shows the restored dispute.
+    let path = format!("/disputes/{}", open.deal_id);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let view = loop {
+        match net.0.nodes[3].get(&path).await {
+            Ok(view) => break view,
+            Err(e) if std::time::Instant::now() >= deadline => panic!("node 3: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
     assert_eq!(
         view["own_signature"].as_str().unwrap(),
         alloy_primitives::hex::encode_prefixed(persisted.signature)

@@ -344,15 +344,21 @@ proptest! {
     }
 
     #[test]
-    fn partial_commit_roundtrip(d in b256(), epoch in small_u64(), idx in any::<u32>(), h in b256()) {
-        wire_roundtrip(&PartialCommit { deal_id: d, epoch, signer_index: idx, commit: h })?;
+    fn partial_commit_roundtrip(d in b256(), epoch in small_u64(), idx in any::<u32>(), h in b256(), s in any::<[u8; 32]>()) {
+        wire_roundtrip(&PartialCommit { deal_id: d, epoch, signer_index: idx, commit: h, signature: sig(s) })?;
     }
 
     #[test]
     fn partial_commit_binds_epoch_signer_and_signature(c in commitment(), epoch in small_u64(), idx in any::<u32>(), s in any::<[u8; 32]>()) {
         let p = SignedVerdict { commitment: c, epoch, signer_index: idx, signature: sig(s) };
-        let commit = PartialCommit::of(&p);
+        let commit = PartialCommit::of(&p, sig(s));
         prop_assert!(commit.opens_to(&p));
+        // The signed message binds the deal, the epoch, the signer and the commit.
+        let m = commit.signing_message();
+        prop_assert_ne!(m, PartialCommit { deal_id: B256::repeat_byte(0xee), ..commit }.signing_message());
+        prop_assert_ne!(m, PartialCommit { epoch: epoch.wrapping_add(1), ..commit }.signing_message());
+        prop_assert_ne!(m, PartialCommit { signer_index: idx.wrapping_add(1), ..commit }.signing_message());
+        prop_assert_ne!(m, PartialCommit { commit: B256::repeat_byte(0xee), ..commit }.signing_message());
         let mut other = p.clone();
         other.signature[95] ^= 1;
         prop_assert!(!commit.opens_to(&other));
@@ -404,6 +410,57 @@ proptest! {
         let _ = ConflictEvidence::decode_wire(&bytes);
         let _ = ContentResponse::decode_wire(&bytes);
     }
+}
+
+/// Gossip accepts one encoding per message: re-ordered, repeated, unknown or
+/// default-valued fields and non-minimal varints decode to the same value
+/// but are not canonical.
+#[test]
+fn non_canonical_encodings_are_rejected() {
+    let p = SignedVerdict {
+        commitment: VerdictCommitment {
+            deal_id: B256::repeat_byte(1),
+            spec_hash: B256::repeat_byte(2),
+            delivery_hash: B256::repeat_byte(3),
+            prestate_anchor_hash: B256::repeat_byte(4),
+            prestate_root: B256::repeat_byte(5),
+            backend_id: B256::repeat_byte(6),
+            backend_version_hash: B256::repeat_byte(7),
+            outcome: resolvd_proto::ReexecVerdict::Reproduced,
+            result_hash: B256::repeat_byte(8),
+            trace_hash: B256::repeat_byte(9),
+        },
+        epoch: 3,
+        signer_index: 1,
+        signature: [7u8; 96],
+    };
+    let bytes = p.encode_wire();
+    assert_eq!(SignedVerdict::decode_canonical(&bytes).unwrap(), p);
+    let mut variants: Vec<Vec<u8>> = Vec::new();
+    // An unknown field appended (field 15, varint 1).
+    variants.push([bytes.clone(), vec![0x78, 0x01]].concat());
+    // The epoch field repeated (last one wins: same value).
+    variants.push([bytes.clone(), vec![0x10, 0x03]].concat());
+    // The epoch as a non-minimal varint: find `0x10 0x03` and widen it.
+    let at = bytes.windows(2).position(|w| w == [0x10, 0x03]).unwrap();
+    variants.push([&bytes[..at], &[0x10, 0x83, 0x00], &bytes[at + 2..]].concat());
+    for v in variants {
+        assert_eq!(SignedVerdict::decode_wire(&v).unwrap(), p, "decodes to the same value");
+        assert!(matches!(
+            SignedVerdict::decode_canonical(&v),
+            Err(resolvd_proto::WireError::NonCanonical { .. })
+        ));
+    }
+}
+
+/// Known answer of the commitment signature's message, computed independently:
+/// `python3 -c "import hashlib; print(hashlib.sha256(b'resolvd/v1/partial-commit-signature' + bytes([1])*32 + (7).to_bytes(8,'big') + (3).to_bytes(4,'big') + bytes([2])*32).hexdigest())"`
+#[test]
+fn partial_commit_signing_message_known_answer() {
+    assert_eq!(
+        PartialCommit::message(&B256::repeat_byte(1), 7, 3, &B256::repeat_byte(2)).to_string(),
+        "0x729289c18dad14f3d9855810f5934b0948b0610e1da1e0dcd80f48f264f3dbad"
+    );
 }
 
 /// Known answer, computed independently:
