@@ -8,6 +8,8 @@ import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol
 import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
+import {EscrowFees} from "./EscrowFees.sol";
+import {EscrowStorage} from "./EscrowStorage.sol";
 import {IERC3009} from "./interfaces/IERC3009.sol";
 import {
     Authorization,
@@ -19,6 +21,7 @@ import {
     Terms
 } from "./interfaces/IEscrow.sol";
 import {IResolverRegistry} from "./interfaces/IResolverRegistry.sol";
+import {Delegate} from "./libraries/Delegate.sol";
 import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.sol";
 
 /// @title Escrow
@@ -41,101 +44,29 @@ import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.s
 ///      exclusion entry, so `resolve` is O(1) + O(non-signers), and each resolver's operator
 ///      `claimRewards` in O(epochs claimed). A timeout returns fee and bond to the buyer.
 ///      A slashed resolver's unclaimed rewards follow its slashed bond (`sweepSlashedRewards`).
-contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
+contract Escrow is EscrowStorage {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
 
-    /// @notice EIP-712 domain name of verdicts.
-    string public constant NAME = "resolvd";
-    /// @notice EIP-712 domain version of verdicts.
-    string public constant VERSION = "1";
-
-    /// @notice Smallest challenge window: `deliveredAt < challenge < deliveredAt + window`
-    ///         needs at least two seconds.
-    uint256 public constant MIN_CHALLENGE_WINDOW = 2;
-
-    /// @notice After a certificate with non-signers, how long anyone may prove further signers
-    ///         of the certified digest (`includeSigners`). The resolver fee is held until then
-    ///         (or until every member is in), then split (`distributeFee`).
-    uint256 public constant INCLUSION_WINDOW = 1 hours;
-
-    /// @notice Fixed-point scale of `rewardPerStake`.
-    uint256 public constant REWARD_PRECISION = 1e30;
-    uint256 internal constant BPS = 10_000;
-
-    /// @notice The committee registry certificates are verified against.
-    IResolverRegistry public immutable registry;
+    /// @notice The EscrowFees contract this escrow runs its fee and reward functions on (by
+    ///         DELEGATECALL from the fallback, on this contract's storage): deployed by the
+    ///         constructor, never changed.
+    address public immutable fees;
 
     uint256 internal immutable _cachedChainId;
     bytes32 internal immutable _cachedDomainSeparator;
 
-    mapping(bytes32 dealId => Deal) internal _deals;
-    /// @notice Settled funds an account may `claim`, per token.
-    mapping(address account => mapping(IERC20 token => uint256)) public claimable;
-    /// @notice Everything the escrow owes in `token`: live deals' amounts and locked DA bonds
-    ///         plus unclaimed credits.
-    mapping(IERC20 token => uint256) public liabilities;
-    /// @notice Replay backends (id, exact version) deals may be funded against.
-    mapping(bytes32 backendId => mapping(bytes32 versionHash => bool)) public backendAllowed;
-    /// @notice Fee rewards per unit of signing stake of `epoch`'s certificates in `token`,
-    ///         scaled by `REWARD_PRECISION`, plus 1 once the first fee-paying dispute of the
-    ///         epoch is challenged (0: none yet). Only ever grows.
-    mapping(IERC20 token => mapping(uint256 epoch => uint256)) public rewardPerStake;
-    /// @notice The part of `rewardPerStake[token][epoch]` a resolver is not (or no longer)
-    ///         owed: what it claimed up to, plus every increment of a certificate it did not
-    ///         sign. 0 means the base 1.
-    mapping(IERC20 token => mapping(uint256 epoch => mapping(uint256 resolver => uint256))) public
-        rewardDebt;
-    /// @notice The gas refund a disputed deal's `resolve` credits its submitter:
-    ///         `min(resolverFee, registry.gasRefundCap(token))`, pinned at `challenge`.
-    mapping(bytes32 dealId => uint256) public pinnedGasRefund;
-    /// @notice Rounding remainders of reward accruals and claims in `token` not yet handed to the
-    ///         slash sink, in units of 1 / REWARD_PRECISION wei: owed to no one (`flushSink`
-    ///         moves the whole wei to the sink).
-    mapping(IERC20 token => uint256) public dustRemainder;
-
-    /// @notice A certified dispute's fee, held while further signers may be proven.
-    struct Held {
-        /// @dev The certified digest.
-        bytes32 digest;
-        /// @dev The signers' part of the fee (fee minus the submitter's capped refund).
-        uint128 pool;
-        /// @dev Stake of the certificate's signers plus every signer included since.
-        uint128 signedStake;
-        address submitter;
-        /// @dev End of the inclusion window (0: nothing held).
-        uint64 closesAt;
-        /// @dev Number of 32-byte words of the non-signer bitmap.
-        uint8 words;
-    }
-
-    /// @dev One certificate of an (token, epoch) whose fee was split while some members were
-    ///      still non-signers.
-    struct Exclusion {
-        uint256 inc;
-        bytes32 dealId;
-    }
-
-    /// @notice Fees of certified disputes held for their inclusion window.
-    mapping(bytes32 dealId => Held) public held;
-    /// @notice A certified dispute's non-signers: word `w` is bytes `[32w, 32w + 32)` of the
-    ///         position bitmap (bit `p & 7` of byte `p >> 3` = the member at position `p`).
-    mapping(bytes32 dealId => mapping(uint256 word => uint256)) public nonSignerBits;
-    /// @notice Positions of `epoch` that were a non-signer of at least one fee split in `token`
-    ///         (same layout): only they pay for the exclusion scan when they claim.
-    mapping(IERC20 token => mapping(uint256 epoch => mapping(uint256 word => uint256))) public
-        missedBits;
-    mapping(IERC20 token => mapping(uint256 epoch => Exclusion[])) internal _exclusions;
-    /// @notice How many of `_exclusions[token][epoch]` a resolver's claims already accounted for.
-    mapping(IERC20 token => mapping(uint256 epoch => mapping(uint256 resolver => uint256))) public
-        exclusionCursor;
-
-    constructor(IResolverRegistry registry_, address owner_) Ownable(owner_) {
-        if (address(registry_) == address(0)) revert ZeroAddress("registry");
-        registry = registry_;
+    constructor(IResolverRegistry registry_, address owner_) EscrowStorage(registry_, owner_) {
+        fees = _deployFees(registry_);
         _cachedChainId = block.chainid;
         _cachedDomainSeparator =
             VerdictHash.domainSeparator(NAME, VERSION, block.chainid, address(this));
+    }
+
+    /// @notice Every function of EscrowFees, run on this contract's storage. Sends no ETH
+    ///         anywhere: EscrowFees' functions are not payable, so a call with value reverts.
+    fallback() external {
+        Delegate.forward(fees);
     }
 
     // ------------------------------------------------------------------ funding
@@ -332,49 +263,6 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         _resolve(d, commitment, registry.signerBitmap(d.epoch, nonSigners), aggregateSignature);
     }
 
-    /// @notice Proves more signers of a certified dispute whose fee is still held: `signature`
-    ///         is the aggregate, over the certified digest, of the members at the positions set
-    ///         in `signers` (each still a non-signer of this dispute). Their stake joins the
-    ///         signed stake the fee is split over. Permissionless (the proof is the
-    ///         signature); once every member is in, the fee is split at once.
-    function includeSigners(bytes32 dealId, bytes calldata signers, bytes calldata signature)
-        external
-        nonReentrant
-    {
-        Held storage h = held[dealId];
-        uint256 closesAt = h.closesAt;
-        if (closesAt == 0) revert NothingHeld(dealId);
-        if (block.timestamp > closesAt) revert TooLate(dealId, closesAt);
-        uint256 words = h.words;
-        uint256 n = (signers.length + 31) / 32;
-        bool any;
-        for (uint256 w; w < n; ++w) {
-            uint256 chunk = _chunk(signers, w);
-            if (chunk == 0) continue;
-            uint256 current = w < words ? nonSignerBits[dealId][w] : 0;
-            if (chunk & ~current != 0) revert NotNonSigners(dealId);
-            nonSignerBits[dealId][w] = current & ~chunk;
-            any = true;
-        }
-        if (!any) revert NotNonSigners(dealId);
-        uint256 stake = registry.verifySigners(_deals[dealId].epoch, h.digest, signers, signature);
-        h.signedStake = (h.signedStake + stake).toUint128();
-        emit SignersIncluded(dealId, msg.sender, signers, stake);
-        for (uint256 w; w < words; ++w) {
-            if (nonSignerBits[dealId][w] != 0) return;
-        }
-        _release(dealId, h, false);
-    }
-
-    /// @notice Splits a held resolver fee once its inclusion window closed. Permissionless.
-    function distributeFee(bytes32 dealId) external nonReentrant {
-        Held storage h = held[dealId];
-        uint256 closesAt = h.closesAt;
-        if (closesAt == 0) revert NothingHeld(dealId);
-        if (block.timestamp <= closesAt) revert TooEarly(dealId, closesAt + 1);
-        _release(dealId, h, true);
-    }
-
     /// @notice After the resolve deadline without a certificate: refunds the buyer, forfeits the
     ///         seller's data-availability bond to them and records evidence withheld. The
     ///         resolver fee and the challenge bond return to the buyer.
@@ -400,69 +288,6 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         token.safeTransfer(to, amount);
     }
 
-    /// @notice Sends `to` the fee rewards `resolver` earned in `token` over `epochs` (any order;
-    ///         epochs it was not a member of, or holding nothing, are skipped). Only its operator
-    ///         may claim, also after it exited and withdrew its bond; a slashed resolver's rewards
-    ///         are forfeited (`sweepSlashedRewards`). Cost: O(1) + O(len(epochs)).
-    /// @return amount The amount sent.
-    function claimRewards(IERC20 token, uint256 resolver, uint256[] calldata epochs, address to)
-        external
-        nonReentrant
-        returns (uint256 amount)
-    {
-        if (to == address(0)) revert ZeroAddress("to");
-        (address operator, uint256 stake, uint256 joined, uint256 left, bool slashed) =
-            registry.rewardInfo(resolver);
-        if (msg.sender != operator) revert NotOperator(resolver, msg.sender);
-        if (slashed) revert RewardsForfeited(resolver);
-        amount = _collect(token, resolver, stake, joined, left, epochs);
-        if (amount == 0) revert NoRewards(resolver, token);
-        liabilities[token] -= amount;
-        emit RewardsClaimed(resolver, token, to, amount);
-        token.safeTransfer(to, amount);
-    }
-
-    /// @notice Forfeits a slashed resolver's unclaimed rewards in `token` over `epochs` the way
-    ///         the registry split its bond: its whistleblower share to the whistleblower, the
-    ///         rest to the slash sink, both credited here (`claim`). Permissionless.
-    /// @return amount The amount forfeited.
-    function sweepSlashedRewards(IERC20 token, uint256 resolver, uint256[] calldata epochs)
-        external
-        nonReentrant
-        returns (uint256 amount)
-    {
-        (, uint256 stake, uint256 joined, uint256 left, bool slashed) =
-            registry.rewardInfo(resolver);
-        if (!slashed) revert NotSlashed(resolver);
-        amount = _collect(token, resolver, stake, joined, left, epochs);
-        if (amount == 0) revert NoRewards(resolver, token);
-        (address whistleblower, uint256 shareBps, address sink) = registry.slashRecipients(resolver);
-        uint256 share = amount * shareBps / BPS;
-        emit RewardsSlashed(resolver, token, whistleblower, share, sink, amount - share);
-        if (share > 0) _credit(whistleblower, token, share);
-        if (amount > share) _credit(sink, token, amount - share);
-    }
-
-    /// @notice Hands the slash sink everything it is owed in `token`: its credited shares of
-    ///         slashed rewards, plus the whole wei of `dustRemainder` (rounding remainders owed
-    ///         to no one). Permissionless, so they leave the escrow even when the sink is a burn
-    ///         address no one can call from.
-    /// @return amount The amount sent to the sink.
-    function flushSink(IERC20 token) external nonReentrant returns (uint256 amount) {
-        address sink = registry.slashSink();
-        uint256 dust = dustRemainder[token] / REWARD_PRECISION;
-        if (dust > 0) {
-            dustRemainder[token] -= dust * REWARD_PRECISION;
-            _credit(sink, token, dust);
-        }
-        amount = claimable[sink][token];
-        if (amount == 0) revert NothingToClaim(sink, token);
-        claimable[sink][token] = 0;
-        liabilities[token] -= amount;
-        emit Claimed(sink, token, sink, amount);
-        token.safeTransfer(sink, amount);
-    }
-
     // ------------------------------------------------------------------ admin
 
     /// @notice Allows or disallows funding deals against a replay backend version. Funded deals
@@ -470,23 +295,6 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     function setBackend(bytes32 backendId, bytes32 versionHash, bool allowed) external onlyOwner {
         backendAllowed[backendId][versionHash] = allowed;
         emit BackendAllowed(backendId, versionHash, allowed);
-    }
-
-    /// @notice Sends `to` the tokens held beyond everything owed (`liabilities`): tokens sent to
-    ///         the escrow outside any deal. Cannot touch a deal's funds or a credit.
-    function recoverExcess(IERC20 token, address to)
-        external
-        onlyOwner
-        nonReentrant
-        returns (uint256 amount)
-    {
-        if (to == address(0)) revert ZeroAddress("to");
-        uint256 balance = token.balanceOf(address(this));
-        uint256 owed = liabilities[token];
-        if (balance <= owed) revert NothingToRecover(token);
-        amount = balance - owed;
-        emit Recovered(token, to, amount);
-        token.safeTransfer(to, amount);
     }
 
     // ------------------------------------------------------------------ views
@@ -500,21 +308,6 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
     function domainSeparator() public view returns (bytes32) {
         if (block.chainid == _cachedChainId) return _cachedDomainSeparator;
         return VerdictHash.domainSeparator(NAME, VERSION, block.chainid, address(this));
-    }
-
-    /// @notice The rewards in `token` `resolver` may claim for `epoch` now (what `claimRewards`
-    ///         pays for it; for a slashed resolver, what `sweepSlashedRewards` forfeits).
-    function pendingRewards(IERC20 token, uint256 resolver, uint256 epoch)
-        external
-        view
-        returns (uint256)
-    {
-        (, uint256 stake, uint256 joined, uint256 left,) = registry.rewardInfo(resolver);
-        if (!_isMember(epoch, joined, left)) return 0;
-        uint256 acc = rewardPerStake[token][epoch];
-        uint256 debt = _debt(token, epoch, resolver);
-        if (acc <= debt) return 0;
-        return Math.mulDiv(stake, acc - debt - _unsettled(token, epoch, resolver), REWARD_PRECISION);
     }
 
     /// @notice The digest resolvers sign for `commitment`.
@@ -832,171 +625,8 @@ contract Escrow is IEscrowErrors, IEscrowEvents, ReentrancyGuard, Ownable2Step {
         return any ? n : 0;
     }
 
-    /// @dev Word `w` of a calldata bitmap (zero-padded past its end).
-    function _chunk(bytes calldata bitmap, uint256 w) internal pure returns (uint256 chunk) {
-        uint256 len = bitmap.length;
-        assembly ("memory-safe") {
-            chunk := calldataload(add(bitmap.offset, shl(5, w)))
-        }
-        uint256 rest = len - 32 * w;
-        if (rest < 32) chunk &= ~(type(uint256).max >> (8 * rest));
-    }
-
-    /// @dev Splits a held fee: over the stake signed by now, excluding the remaining
-    ///      non-signers if `excluding`.
-    function _release(bytes32 dealId, Held storage h, bool excluding) internal {
-        Deal storage d = _deals[dealId];
-        uint256 pool = h.pool;
-        uint256 signedStake = h.signedStake;
-        address submitter = h.submitter;
-        uint256 words = excluding ? h.words : 0;
-        delete held[dealId];
-        _split(dealId, d.token, d.epoch, d.resolverFee, pool, signedStake, submitter, words);
-    }
-
-    /// @dev `pool` over `signedStake` as `inc = pool * P / S` per unit of stake, added to the
-    ///      epoch's accumulator; the non-signers (the first `words` words of the dispute's
-    ///      bitmap) get an exclusion entry. The signers are owed at most
-    ///      `ceil(inc * S / P) <= pool`; the rest of the fee goes to `submitter`.
-    function _split(
-        bytes32 dealId,
-        IERC20 token,
-        uint256 epoch,
-        uint256 fee,
-        uint256 pool,
-        uint256 signedStake,
-        address submitter,
-        uint256 words
-    ) internal {
-        uint256 toSigners;
-        uint256 acc;
-        uint256 inc = pool * REWARD_PRECISION / signedStake;
-        if (inc != 0) {
-            acc = rewardPerStake[token][epoch];
-            if (acc == 0) acc = 1;
-            acc += inc;
-            rewardPerStake[token][epoch] = acc;
-            if (words != 0) _exclude(token, epoch, dealId, inc, words);
-            toSigners = Math.mulDiv(inc, signedStake, REWARD_PRECISION, Math.Rounding.Ceil);
-            // The signers are owed inc * S / P exactly (as a fraction of a wei); `toSigners`
-            // rounds it up: the fraction above is owed to no one.
-            uint256 fraction = toSigners * REWARD_PRECISION - inc * signedStake;
-            if (fraction > 0) dustRemainder[token] += fraction;
-        }
-        emit FeeDistributed(dealId, token, epoch, submitter, fee - toSigners, toSigners, acc);
-        if (fee > toSigners) _credit(submitter, token, fee - toSigners);
-    }
-
-    /// @dev The non-signers of a split are not owed its increment: one exclusion entry per
-    ///      split (not per non-signer) and their positions marked in `missedBits`; claims of the
-    ///      marked positions subtract the entries that name them. Virtual only so that
-    ///      test/mutants can break it.
-    function _exclude(IERC20 token, uint256 epoch, bytes32 dealId, uint256 inc, uint256 words)
-        internal
-        virtual
-    {
-        _exclusions[token][epoch].push(Exclusion({inc: inc, dealId: dealId}));
-        for (uint256 w; w < words; ++w) {
-            uint256 bits = nonSignerBits[dealId][w];
-            if (bits == 0) continue;
-            uint256 missed = missedBits[token][epoch][w];
-            if (missed | bits != missed) missedBits[token][epoch][w] = missed | bits;
-        }
-    }
-
-    /// @dev Sum of the increments of exclusion entries `[from, to)` of (token, epoch) that name
-    ///      `resolver` as a non-signer, and whether any entry may name it (its position's
-    ///      missed bit). Unmarked, no entry names it and nothing is scanned.
-    function _excluded(IERC20 token, uint256 epoch, uint256 resolver, uint256 from, uint256 to)
-        internal
-        view
-        returns (uint256 sum, bool scanned)
-    {
-        if (from >= to) return (0, false);
-        uint256 position = registry.positionOf(epoch, resolver);
-        uint256 word = position >> 8;
-        uint256 shift = 8 * (31 - ((position & 255) >> 3)) + (position & 7);
-        if ((missedBits[token][epoch][word] >> shift) & 1 == 0) return (0, false);
-        Exclusion[] storage log = _exclusions[token][epoch];
-        for (uint256 k = from; k < to; ++k) {
-            Exclusion storage e = log[k];
-            if ((nonSignerBits[e.dealId][word] >> shift) & 1 == 1) sum += e.inc;
-        }
-        return (sum, true);
-    }
-
-    /// @dev The exclusions of `resolver` its claims did not account for yet.
-    function _unsettled(IERC20 token, uint256 epoch, uint256 resolver)
-        internal
-        view
-        returns (uint256 sum)
-    {
-        (sum,) = _excluded(
-            token,
-            epoch,
-            resolver,
-            exclusionCursor[token][epoch][resolver],
-            _exclusions[token][epoch].length
-        );
-    }
-
-    /// @dev `_unsettled`, and marks the scanned exclusions accounted for. A resolver no entry
-    ///      names writes nothing: a later scan from its old cursor finds only new entries that
-    ///      name it (its rewards up to now were settled through `rewardDebt`).
-    function _settleExclusions(IERC20 token, uint256 epoch, uint256 resolver)
-        internal
-        returns (uint256 sum)
-    {
-        uint256 entries = _exclusions[token][epoch].length;
-        if (entries == 0) return 0;
-        bool scanned;
-        (sum, scanned) =
-            _excluded(token, epoch, resolver, exclusionCursor[token][epoch][resolver], entries);
-        if (scanned) exclusionCursor[token][epoch][resolver] = entries;
-    }
-
-    /// @notice Number of exclusion entries of (token, epoch): fee splits that left members out.
-    function exclusionCount(IERC20 token, uint256 epoch) external view returns (uint256) {
-        return _exclusions[token][epoch].length;
-    }
-
-    function _debt(IERC20 token, uint256 epoch, uint256 resolver) internal view returns (uint256) {
-        uint256 debt = rewardDebt[token][epoch][resolver];
-        return debt == 0 ? 1 : debt;
-    }
-
-    function _isMember(uint256 epoch, uint256 joined, uint256 left) internal pure returns (bool) {
-        return joined != 0 && joined <= epoch && (left == 0 || epoch < left);
-    }
-
-    /// @dev Settles `resolver`'s rewards over `epochs`: sets each debt to the accumulator and
-    ///      returns `sum(floor(stake * (acc - debt) / P))`. What each floor drops is added to
-    ///      `dustRemainder` (owed to no one; `flushSink` hands it to the sink).
-    function _collect(
-        IERC20 token,
-        uint256 resolver,
-        uint256 stake,
-        uint256 joined,
-        uint256 left,
-        uint256[] calldata epochs
-    ) internal returns (uint256 amount) {
-        uint256 remainder;
-        for (uint256 i; i < epochs.length; ++i) {
-            uint256 epoch = epochs[i];
-            if (!_isMember(epoch, joined, left)) continue;
-            uint256 acc = rewardPerStake[token][epoch];
-            uint256 debt = _debt(token, epoch, resolver);
-            if (acc <= debt) continue;
-            rewardDebt[token][epoch][resolver] = acc;
-            uint256 owed = acc - debt - _settleExclusions(token, epoch, resolver);
-            amount += Math.mulDiv(stake, owed, REWARD_PRECISION);
-            remainder += mulmod(stake, owed, REWARD_PRECISION);
-        }
-        if (remainder > 0) dustRemainder[token] += remainder;
-    }
-
-    function _credit(address account, IERC20 token, uint256 amount) internal virtual {
-        claimable[account][token] += amount;
-        emit Credited(account, token, amount);
+    /// @dev Deploys the fee and reward code. Virtual only so that test/mutants can break it.
+    function _deployFees(IResolverRegistry registry_) internal virtual returns (address) {
+        return address(new EscrowFees(registry_));
     }
 }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
+import {EscrowFees} from "../src/EscrowFees.sol";
+import {RegistrySlashing} from "../src/RegistrySlashing.sol";
 import {Deal, IEscrowErrors, Settlement, Terms} from "../src/interfaces/IEscrow.sol";
 import {
     Evidence,
@@ -100,12 +102,12 @@ contract EconomicsTest is EscrowBase {
     }
 
     function _pending(uint256 i) internal view returns (uint256) {
-        return escrow.pendingRewards(tok, i, 8);
+        return EscrowFees(address(escrow)).pendingRewards(tok, i, 8);
     }
 
     function _claim(uint256 i) internal returns (uint256) {
         vm.prank(_operator(i));
-        return escrow.claimRewards(tok, i, _epochs(8), _operator(i));
+        return EscrowFees(address(escrow)).claimRewards(tok, i, _epochs(8), _operator(i));
     }
 
     function _conserves() internal view {
@@ -117,7 +119,7 @@ contract EconomicsTest is EscrowBase {
     /// @notice Reproduced: seller gets amount + DA bond + challenge bond, the submitter its
     ///         capped refund, every signer fee * stake / signedStake (all 8 sign here).
     function testReproducedPaysSignersSellerAndSubmitter() public {
-        registry.setGasRefundCap(tok, 1e18);
+        RegistrySlashing(address(registry)).setGasRefundCap(tok, 1e18);
         _afterParameterDelay();
         Terms memory t = _feeTerms(0, 8e18, 5e18);
         bytes32 id = _disputed(0, 8e18, 5e18);
@@ -141,7 +143,7 @@ contract EconomicsTest is EscrowBase {
         require(_pending(3) == 0, "claimed once");
         vm.prank(_operator(3));
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NoRewards.selector, 3, tok));
-        escrow.claimRewards(tok, 3, _epochs(8), _operator(3));
+        EscrowFees(address(escrow)).claimRewards(tok, 3, _epochs(8), _operator(3));
         _conserves();
     }
 
@@ -162,7 +164,7 @@ contract EconomicsTest is EscrowBase {
         require(_pending(6) == 0 && _pending(7) == 0, "non-signers");
         vm.prank(_operator(6));
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NoRewards.selector, 6, tok));
-        escrow.claimRewards(tok, 6, _epochs(8), _operator(6));
+        EscrowFees(address(escrow)).claimRewards(tok, 6, _epochs(8), _operator(6));
         _conserves();
     }
 
@@ -218,8 +220,8 @@ contract EconomicsTest is EscrowBase {
         require(registry.minResolverFee(tok) == 0, "default 0");
         vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, BUYER));
         vm.prank(BUYER);
-        registry.setMinResolverFee(tok, 2e18);
-        registry.setMinResolverFee(tok, 2e18);
+        RegistrySlashing(address(registry)).setMinResolverFee(tok, 2e18);
+        RegistrySlashing(address(registry)).setMinResolverFee(tok, 2e18);
         _afterParameterDelay();
         Terms memory t = _feeTerms(0, 2e18 - 1, 0);
         _allowBackend(t);
@@ -240,15 +242,15 @@ contract EconomicsTest is EscrowBase {
         require(registry.commitRevealMs() == 0, "off by default");
         vm.expectRevert(abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, BUYER));
         vm.prank(BUYER);
-        registry.setCommitRevealMs(1500);
-        registry.setCommitRevealMs(1500);
+        RegistrySlashing(address(registry)).setCommitRevealMs(1500);
+        RegistrySlashing(address(registry)).setCommitRevealMs(1500);
         require(registry.commitRevealMsAt(9) == 1500 && registry.commitRevealMs() == 0, "set");
     }
 
     /// @notice The gas refund is capped by the fee: with a cap above it all goes to the
     ///         submitter and nothing accrues.
     function testRefundCappedByFee() public {
-        registry.setGasRefundCap(tok, 100e18);
+        RegistrySlashing(address(registry)).setGasRefundCap(tok, 100e18);
         _afterParameterDelay();
         bytes32 id = _disputed(0, 3e18, 0);
         _resolve(0, true, id, 0xff);
@@ -282,19 +284,23 @@ contract EconomicsTest is EscrowBase {
         b.signature = vm.parseJsonBytes(ev, string.concat(f, ".quorum.signature"));
         bytes32 ds = escrow.domainSeparator();
         vm.prank(SLASHER);
-        require(registry.slashEquivocation(ds, a, b) == 4, "2..5 slashed");
+        require(
+            RegistrySlashing(address(registry)).slashEquivocation(ds, a, b) == 4, "2..5 slashed"
+        );
         (address wb, uint256 bps, address sink) = registry.slashRecipients(2);
         require(wb == SLASHER && bps == WHISTLEBLOWER_BPS && sink == SINK, "recipients");
         vm.prank(_operator(2));
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.RewardsForfeited.selector, 2));
-        escrow.claimRewards(tok, 2, _epochs(8), _operator(2));
+        EscrowFees(address(escrow)).claimRewards(tok, 2, _epochs(8), _operator(2));
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NotSlashed.selector, 0));
-        escrow.sweepSlashedRewards(tok, 0, _epochs(8));
-        require(escrow.sweepSlashedRewards(tok, 2, _epochs(8)) == 1e18, "swept");
+        EscrowFees(address(escrow)).sweepSlashedRewards(tok, 0, _epochs(8));
+        require(
+            EscrowFees(address(escrow)).sweepSlashedRewards(tok, 2, _epochs(8)) == 1e18, "swept"
+        );
         require(escrow.claimable(SLASHER, tok) == 0.1e18, "whistleblower share");
         require(escrow.claimable(SINK, tok) == 0.9e18, "sink share");
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NoRewards.selector, 2, tok));
-        escrow.sweepSlashedRewards(tok, 2, _epochs(8));
+        EscrowFees(address(escrow)).sweepSlashedRewards(tok, 2, _epochs(8));
         // Honest resolvers are unaffected.
         require(_claim(0) == 1e18, "honest claims");
         _conserves();
@@ -313,11 +319,13 @@ contract EconomicsTest is EscrowBase {
         // Only the operator, to a real address; epochs it was not a member of pay nothing.
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NotOperator.selector, 6, BUYER));
         vm.prank(BUYER);
-        escrow.claimRewards(tok, 6, _epochs(8), BUYER);
+        EscrowFees(address(escrow)).claimRewards(tok, 6, _epochs(8), BUYER);
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.ZeroAddress.selector, "to"));
         vm.prank(_operator(6));
-        escrow.claimRewards(tok, 6, _epochs(8), address(0));
-        require(escrow.pendingRewards(tok, 6, 3) == 0, "not a member of epoch 3");
+        EscrowFees(address(escrow)).claimRewards(tok, 6, _epochs(8), address(0));
+        require(
+            EscrowFees(address(escrow)).pendingRewards(tok, 6, 3) == 0, "not a member of epoch 3"
+        );
         _conserves();
     }
 
@@ -336,8 +344,8 @@ contract EconomicsTest is EscrowBase {
         uint256[] memory es = new uint256[](3);
         (es[0], es[1], es[2]) = (8, 9, 8);
         vm.prank(_operator(0));
-        require(escrow.claimRewards(tok, 0, es, _operator(0)) == 2e18, "1 + 1");
-        require(escrow.pendingRewards(tok, 7, 9) == 0, "7 left before epoch 9");
+        require(EscrowFees(address(escrow)).claimRewards(tok, 0, es, _operator(0)) == 2e18, "1 + 1");
+        require(EscrowFees(address(escrow)).pendingRewards(tok, 7, 9) == 0, "7 left before epoch 9");
         require(_claim(7) == 1e18, "7 keeps epoch 8");
         _conserves();
     }
@@ -369,7 +377,7 @@ contract EconomicsTest is EscrowBase {
             if (m & (1 << i) != 0) ++n;
         }
         if (n < 6) m |= 1 << 6;
-        registry.setGasRefundCap(tok, cap);
+        RegistrySlashing(address(registry)).setGasRefundCap(tok, cap);
         _afterParameterDelay();
         bytes32 id = _disputed(0, fee, 1);
         _resolve(0, true, id, m);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
+import {EscrowFees} from "../src/EscrowFees.sol";
+import {RegistrySlashing} from "../src/RegistrySlashing.sol";
 import {DealState, IEscrowErrors, Terms} from "../src/interfaces/IEscrow.sol";
 import {Evidence} from "../src/interfaces/IResolverRegistry.sol";
 import {VerdictCommitment} from "../src/libraries/VerdictHash.sol";
@@ -139,7 +141,7 @@ contract EconomicsHostileTest is EscrowBase {
         _registerResolvers(ev, 8);
         hx = new HostileToken();
         hxi = IERC20(address(hx));
-        registry.setGasRefundCap(hxi, CAP);
+        RegistrySlashing(address(registry)).setGasRefundCap(hxi, CAP);
         _afterParameterDelay();
     }
 
@@ -223,12 +225,12 @@ contract EconomicsHostileTest is EscrowBase {
     }
 
     function _pending(uint256 i) internal view returns (uint256) {
-        return escrow.pendingRewards(hxi, i, 8);
+        return EscrowFees(address(escrow)).pendingRewards(hxi, i, 8);
     }
 
     function _claimRewards(uint256 i) internal returns (uint256) {
         vm.prank(_operator(i));
-        return escrow.claimRewards(hxi, i, _epochs(8), _operator(i));
+        return EscrowFees(address(escrow)).claimRewards(hxi, i, _epochs(8), _operator(i));
     }
 
     function _claim(address who) internal returns (uint256) {
@@ -283,7 +285,9 @@ contract EconomicsHostileTest is EscrowBase {
         );
         bytes32 ds = escrow.domainSeparator();
         vm.prank(SLASHER);
-        require(registry.slashEquivocation(ds, a, b) == 4, "2..5 slashed");
+        require(
+            RegistrySlashing(address(registry)).slashEquivocation(ds, a, b) == 4, "2..5 slashed"
+        );
     }
 
     // ------------------------------------------------------------------ 1. re-entry
@@ -296,7 +300,9 @@ contract EconomicsHostileTest is EscrowBase {
         _resolve(0, id, 0xff, SUBMITTER);
         address op = _operator(3);
         vm.etch(op, type(Reenterer).runtimeCode);
-        hx.arm(op, _forward(abi.encodeCall(escrow.claimRewards, (hxi, 3, _epochs(8), op))), false);
+        hx.arm(
+            op, _forward(abi.encodeCall(EscrowFees.claimRewards, (hxi, 3, _epochs(8), op))), false
+        );
         uint256 before = hx.balanceOf(ESCROW);
         require(_claimRewards(3) == SHARE, "owed once");
         _refusedByGuard();
@@ -308,12 +314,14 @@ contract EconomicsHostileTest is EscrowBase {
         // Bubbling: the claim reverts as a whole; nothing moves, nothing is settled.
         address op4 = _operator(4);
         vm.etch(op4, type(Reenterer).runtimeCode);
-        hx.arm(op4, _forward(abi.encodeCall(escrow.claimRewards, (hxi, 4, _epochs(8), op4))), true);
+        hx.arm(
+            op4, _forward(abi.encodeCall(EscrowFees.claimRewards, (hxi, 4, _epochs(8), op4))), true
+        );
         uint256 debt = escrow.rewardDebt(hxi, 8, 4);
         uint256 liab = escrow.liabilities(hxi);
         vm.prank(op4);
         vm.expectRevert(guardError);
-        escrow.claimRewards(hxi, 4, _epochs(8), op4);
+        EscrowFees(address(escrow)).claimRewards(hxi, 4, _epochs(8), op4);
         require(_pending(4) == SHARE && escrow.rewardDebt(hxi, 8, 4) == debt, "still owed");
         require(escrow.liabilities(hxi) == liab && hx.balanceOf(op4) == 0, "nothing moved");
         hx.arm(address(0), "", false);
@@ -347,7 +355,9 @@ contract EconomicsHostileTest is EscrowBase {
         _solvent(0);
 
         vm.etch(op0, type(Reenterer).runtimeCode);
-        hx.arm(op0, _forward(abi.encodeCall(escrow.claimRewards, (hxi, 0, _epochs(8), op0))), false);
+        hx.arm(
+            op0, _forward(abi.encodeCall(EscrowFees.claimRewards, (hxi, 0, _epochs(8), op0))), false
+        );
         require(_claim(op0) == CAP, "refund claimed");
         _refusedByGuard();
         require(hx.balanceOf(op0) == CAP && _pending(0) == SHARE, "reward not paid inside");
@@ -364,13 +374,15 @@ contract EconomicsHostileTest is EscrowBase {
         (bytes32 id, Terms memory t) = _disputeIn(0, FEE, CBOND);
         _resolve(0, id, 0xff, SUBMITTER);
         _slash();
-        require(escrow.sweepSlashedRewards(hxi, 2, _epochs(8)) == SHARE, "swept 2");
+        require(
+            EscrowFees(address(escrow)).sweepSlashedRewards(hxi, 2, _epochs(8)) == SHARE, "swept 2"
+        );
         require(escrow.claimable(SLASHER, hxi) == SHARE / 10, "whistleblower share");
 
         vm.etch(SLASHER, type(Reenterer).runtimeCode);
         hx.arm(
             SLASHER,
-            _forward(abi.encodeCall(escrow.sweepSlashedRewards, (hxi, 3, _epochs(8)))),
+            _forward(abi.encodeCall(EscrowFees.sweepSlashedRewards, (hxi, 3, _epochs(8)))),
             false
         );
         require(_claim(SLASHER) == SHARE / 10, "whistleblower claimed");
@@ -378,18 +390,21 @@ contract EconomicsHostileTest is EscrowBase {
         require(_pending(3) == SHARE, "3 not swept inside");
         require(escrow.claimable(SINK, hxi) == SHARE * 9 / 10, "sink unchanged");
 
-        hx.arm(ESCROW, abi.encodeCall(escrow.sweepSlashedRewards, (hxi, 3, _epochs(8))), false);
+        hx.arm(ESCROW, abi.encodeCall(EscrowFees.sweepSlashedRewards, (hxi, 3, _epochs(8))), false);
         require(_claimRewards(0) == SHARE, "honest claim");
         _refusedByGuard();
         require(_pending(3) == SHARE, "3 still not swept");
         _solvent(0);
 
         for (uint256 i = 3; i < 6; ++i) {
-            require(escrow.sweepSlashedRewards(hxi, i, _epochs(8)) == SHARE, "swept");
+            require(
+                EscrowFees(address(escrow)).sweepSlashedRewards(hxi, i, _epochs(8)) == SHARE,
+                "swept"
+            );
         }
         vm.prank(_operator(3));
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.RewardsForfeited.selector, 3));
-        escrow.claimRewards(hxi, 3, _epochs(8), _operator(3));
+        EscrowFees(address(escrow)).claimRewards(hxi, 3, _epochs(8), _operator(3));
         for (uint256 i = 1; i < 8; ++i) {
             if (i < 2 || i > 5) require(_claimRewards(i) == SHARE, "honest share");
         }
@@ -417,7 +432,7 @@ contract EconomicsHostileTest is EscrowBase {
         hx.setFailures(true, false, false);
         vm.prank(op);
         vm.expectRevert(abi.encodeWithSelector(SafeERC20.SafeERC20FailedOperation.selector, hx));
-        escrow.claimRewards(hxi, 3, _epochs(8), op);
+        EscrowFees(address(escrow)).claimRewards(hxi, 3, _epochs(8), op);
         vm.prank(SELLER);
         vm.expectRevert(abi.encodeWithSelector(SafeERC20.SafeERC20FailedOperation.selector, hx));
         escrow.claim(hxi, SELLER);
@@ -425,7 +440,7 @@ contract EconomicsHostileTest is EscrowBase {
         hx.setFailures(false, true, false);
         vm.prank(op);
         vm.expectRevert(HostileToken.Broken.selector);
-        escrow.claimRewards(hxi, 3, _epochs(8), op);
+        EscrowFees(address(escrow)).claimRewards(hxi, 3, _epochs(8), op);
         vm.prank(SELLER);
         vm.expectRevert(HostileToken.Broken.selector);
         escrow.claim(hxi, SELLER);
@@ -585,15 +600,15 @@ contract EconomicsHostileTest is EscrowBase {
         require(_claimRewards(0) == SHARE, "0: only the new accrual");
         vm.prank(_operator(0));
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NoRewards.selector, 0, hxi));
-        escrow.claimRewards(hxi, 0, _epochs(8), _operator(0));
+        EscrowFees(address(escrow)).claimRewards(hxi, 0, _epochs(8), _operator(0));
         vm.prank(_operator(6));
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NoRewards.selector, 6, hxi));
-        escrow.claimRewards(hxi, 6, _epochs(8), _operator(6));
+        EscrowFees(address(escrow)).claimRewards(hxi, 6, _epochs(8), _operator(6));
         require(_claimRewards(7) == SHARE, "7: first certificate only");
 
         vm.prank(_operator(0));
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NotOperator.selector, 1, _operator(0)));
-        escrow.claimRewards(hxi, 1, _epochs(8), _operator(0));
+        EscrowFees(address(escrow)).claimRewards(hxi, 1, _epochs(8), _operator(0));
         for (uint256 i = 1; i < 6; ++i) {
             require(_claimRewards(i) == 2 * SHARE, "both certificates");
         }

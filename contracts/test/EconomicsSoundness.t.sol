@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
+import {EscrowFees} from "../src/EscrowFees.sol";
+import {RegistrySlashing} from "../src/RegistrySlashing.sol";
 import {ResolverRegistry} from "../src/ResolverRegistry.sol";
 import {IEscrowErrors, Settlement, Terms} from "../src/interfaces/IEscrow.sol";
 import {Evidence, IResolverRegistryErrors} from "../src/interfaces/IResolverRegistry.sol";
@@ -109,11 +111,11 @@ contract EconomicsSoundnessTest is EscrowBase {
     ///         the signers keep the rest. (Before: the cap was read at `resolve` and the owner
     ///         took the whole fee.)
     function testOwnerCannotRedirectAnOpenDisputesFee() public {
-        registry.setGasRefundCap(tok, 0.01e18);
+        RegistrySlashing(address(registry)).setGasRefundCap(tok, 0.01e18);
         _afterParameterDelay();
         // The owner announces a cap of the whole fee; a dispute opens just before it applies.
-        registry.setGasRefundCap(tok, 8e18);
-        (, uint256 effectiveAt) = registry.scheduled("gasRefundCap", tok);
+        RegistrySlashing(address(registry)).setGasRefundCap(tok, 8e18);
+        (, uint256 effectiveAt) = RegistrySlashing(address(registry)).scheduled("gasRefundCap", tok);
         vm.warp(effectiveAt - 1 hours);
         bytes32 id = _disputed(0, 8e18, 0);
         require(escrow.pinnedGasRefund(id) == 0.01e18, "pinned at challenge");
@@ -122,7 +124,10 @@ contract EconomicsSoundnessTest is EscrowBase {
         _resolve(0, true, id, 0xff);
         require(escrow.claimable(SUBMITTER, tok) == 0.01e18, "only the pinned refund");
         for (uint256 i; i < 8; ++i) {
-            require(escrow.pendingRewards(tok, i, 8) == (8e18 - 0.01e18) / 8, "signers paid");
+            require(
+                EscrowFees(address(escrow)).pendingRewards(tok, i, 8) == (8e18 - 0.01e18) / 8,
+                "signers paid"
+            );
         }
         _conserves();
     }
@@ -133,15 +138,16 @@ contract EconomicsSoundnessTest is EscrowBase {
     function testOwnerChangesWaitTheParameterDelay() public {
         uint256 delay = registry.parameterDelay();
         require(delay == ACTIVATION, "the warm-up");
-        registry.setGasRefundCap(tok, 1e18);
-        registry.setMinResolverFee(tok, 2e18);
-        registry.setWhistleblowerCap(3e18);
-        registry.setMinResolveWindow(1 hours);
+        RegistrySlashing(address(registry)).setGasRefundCap(tok, 1e18);
+        RegistrySlashing(address(registry)).setMinResolverFee(tok, 2e18);
+        RegistrySlashing(address(registry)).setWhistleblowerCap(3e18);
+        RegistrySlashing(address(registry)).setMinResolveWindow(1 hours);
         require(registry.gasRefundCap(tok) == 0, "cap not yet");
         require(registry.minResolverFee(tok) == 0, "minimum fee not yet");
         require(registry.whistleblowerCap() == type(uint128).max, "whistleblower cap not yet");
         require(registry.minResolveWindow() == 10 minutes, "default 10 minutes");
-        (uint256 next, uint256 at) = registry.scheduled("gasRefundCap", tok);
+        (uint256 next, uint256 at) =
+            RegistrySlashing(address(registry)).scheduled("gasRefundCap", tok);
         require(next == 1e18 && at == block.timestamp + delay, "announced");
         // A deal funded meanwhile still meets the old minimum fee.
         _delivered(0, 1e18, 0);
@@ -150,14 +156,14 @@ contract EconomicsSoundnessTest is EscrowBase {
         require(registry.minResolverFee(tok) == 2e18, "minimum in force");
         require(registry.whistleblowerCap() == 3e18, "whistleblower cap in force");
         require(registry.minResolveWindow() == 1 hours, "window in force");
-        (next, at) = registry.scheduled("gasRefundCap", tok);
+        (next, at) = RegistrySlashing(address(registry)).scheduled("gasRefundCap", tok);
         require(next == 0 && at == 0, "nothing pending");
 
         bytes[4] memory calls = [
-            abi.encodeCall(registry.setGasRefundCap, (tok, 1)),
-            abi.encodeCall(registry.setMinResolverFee, (tok, 1)),
-            abi.encodeCall(registry.setWhistleblowerCap, (1)),
-            abi.encodeCall(registry.setMinResolveWindow, (1 hours))
+            abi.encodeCall(RegistrySlashing.setGasRefundCap, (tok, 1)),
+            abi.encodeCall(RegistrySlashing.setMinResolverFee, (tok, 1)),
+            abi.encodeCall(RegistrySlashing.setWhistleblowerCap, (1)),
+            abi.encodeCall(RegistrySlashing.setMinResolveWindow, (1 hours))
         ];
         for (uint256 i; i < 4; ++i) {
             vm.prank(BUYER);
@@ -176,7 +182,7 @@ contract EconomicsSoundnessTest is EscrowBase {
 
         // A fresh registry (no committee yet) applies changes at once.
         ResolverRegistry fresh = new ResolverRegistry(_params());
-        fresh.setGasRefundCap(tok, 5);
+        RegistrySlashing(address(fresh)).setGasRefundCap(tok, 5);
         require(fresh.gasRefundCap(tok) == 5, "bootstrap: immediate");
     }
 
@@ -200,7 +206,7 @@ contract EconomicsSoundnessTest is EscrowBase {
         require(_owed(SELLER) == t.sellerBond, "seller: DA bond only, the deposit is gone");
         uint256 accrued;
         for (uint256 i; i < 8; ++i) {
-            accrued += escrow.pendingRewards(tok, i, 8);
+            accrued += EscrowFees(address(escrow)).pendingRewards(tok, i, 8);
         }
         require(accrued == 6e18, "the signers still get the fee");
         _conserves();
@@ -255,7 +261,7 @@ contract EconomicsSoundnessTest is EscrowBase {
                 MAX_RESOLVE
             )
         );
-        registry.setMinResolveWindow(1 minutes);
+        RegistrySlashing(address(registry)).setMinResolveWindow(1 minutes);
         vm.expectRevert(
             abi.encodeWithSelector(
                 IResolverRegistryErrors.ParameterOutOfRange.selector,
@@ -265,7 +271,7 @@ contract EconomicsSoundnessTest is EscrowBase {
                 MAX_RESOLVE
             )
         );
-        registry.setMinResolveWindow(MAX_RESOLVE + 1);
+        RegistrySlashing(address(registry)).setMinResolveWindow(MAX_RESOLVE + 1);
     }
 
     // ------------------------------------------------------------------ commit-reveal
@@ -283,9 +289,9 @@ contract EconomicsSoundnessTest is EscrowBase {
                 100_000
             )
         );
-        registry.setCommitRevealMs(type(uint32).max);
-        registry.setCommitRevealMs(100_000);
-        registry.setCommitRevealMs(5000);
+        RegistrySlashing(address(registry)).setCommitRevealMs(type(uint32).max);
+        RegistrySlashing(address(registry)).setCommitRevealMs(100_000);
+        RegistrySlashing(address(registry)).setCommitRevealMs(5000);
         require(registry.commitRevealMs() == 0, "current epoch keeps its value");
         require(registry.commitRevealMsAt(8) == 0, "epoch 8 pinned 0");
         vm.prank(_operator(7));
@@ -293,7 +299,7 @@ contract EconomicsSoundnessTest is EscrowBase {
         require(registry.commitRevealMsAt(9) == 5000 && registry.commitRevealMs() == 5000, "9");
         require(registry.commitRevealMsAt(8) == 0, "8 unchanged");
         // The minimum resolve window cannot drop below what the setting needs.
-        registry.setCommitRevealMs(60_000);
+        RegistrySlashing(address(registry)).setCommitRevealMs(60_000);
         vm.expectRevert(
             abi.encodeWithSelector(
                 IResolverRegistryErrors.ParameterOutOfRange.selector,
@@ -303,7 +309,7 @@ contract EconomicsSoundnessTest is EscrowBase {
                 MAX_RESOLVE
             )
         );
-        registry.setMinResolveWindow(5 minutes);
+        RegistrySlashing(address(registry)).setMinResolveWindow(5 minutes);
     }
 
     // ------------------------------------------------------------------ whistleblower
@@ -312,13 +318,13 @@ contract EconomicsSoundnessTest is EscrowBase {
     ///         whistleblower share per slashed resolver (set near the gas cost of the report);
     ///         the rest of every bond goes to the sink. (Before: 10 % of each bond.)
     function testSelfReportEarnsAtMostTheCap() public {
-        registry.setWhistleblowerCap(0.05e18);
+        RegistrySlashing(address(registry)).setWhistleblowerCap(0.05e18);
         _afterParameterDelay();
         (Evidence memory a, Evidence memory b) = _equivocation();
         address fresh = address(0xf4e5);
         bytes32 ds = escrow.domainSeparator();
         vm.prank(fresh);
-        require(registry.slashEquivocation(ds, a, b) == 4, "2..5");
+        require(RegistrySlashing(address(registry)).slashEquivocation(ds, a, b) == 4, "2..5");
         require(registry.claimable(fresh) == 4 * 0.05e18, "capped share");
         require(registry.claimable(SINK) == 4 * (BOND - 0.05e18), "the rest to the sink");
         require(registry.slashedBy(2) == fresh, "recorded");
@@ -335,17 +341,22 @@ contract EconomicsSoundnessTest is EscrowBase {
         (Evidence memory a, Evidence memory b) = _equivocation();
         bytes32 ds = escrow.domainSeparator();
         vm.prank(SLASHER);
-        require(registry.slashEquivocationUpTo(ds, a, b, 2) == 2, "first two");
+        require(
+            RegistrySlashing(address(registry)).slashEquivocationUpTo(ds, a, b, 2) == 2, "first two"
+        );
         (ResolverRegistry.Resolver memory r2,,) = registry.resolverInfo(2);
         (ResolverRegistry.Resolver memory r4,,) = registry.resolverInfo(4);
         require(r2.slashed && !r4.slashed, "lowest first");
         require(registry.currentEpoch() == 9, "one epoch");
         vm.prank(SLASHER);
-        require(registry.slashEquivocationUpTo(ds, a, b, 2) == 2, "the next two");
+        require(
+            RegistrySlashing(address(registry)).slashEquivocationUpTo(ds, a, b, 2) == 2,
+            "the next two"
+        );
         require(registry.currentEpoch() == 10, "one more");
         vm.prank(SLASHER);
         vm.expectRevert(IResolverRegistryErrors.NoEquivocator.selector);
-        registry.slashEquivocationUpTo(ds, a, b, 2);
+        RegistrySlashing(address(registry)).slashEquivocationUpTo(ds, a, b, 2);
         require(registry.claimable(SLASHER) == 4 * BOND / 10, "whistleblower, uncapped default");
     }
 
@@ -361,7 +372,7 @@ contract EconomicsSoundnessTest is EscrowBase {
         (Evidence memory a, Evidence memory b) = _equivocation();
         bytes32 ds = escrow.domainSeparator();
         vm.prank(SLASHER);
-        registry.slashEquivocation(ds, a, b);
+        RegistrySlashing(address(registry)).slashEquivocation(ds, a, b);
         uint256[] memory non = new uint256[](2);
         (non[0], non[1]) = (6, 7);
         (uint256 total, uint256 signed) = registry.slashedStake(8, non);
@@ -375,8 +386,14 @@ contract EconomicsSoundnessTest is EscrowBase {
         _resolve(0, true, id, 0x7f);
         require(escrow.deal(id).settlement == Settlement.Released, "settled by the unslashed");
         uint256 share = uint256(8e18) / 7;
-        require(escrow.pendingRewards(tok, 0, 8) == share, "seven signers share the fee");
-        require(escrow.sweepSlashedRewards(tok, 2, _epoch8()) == share, "2's share swept");
+        require(
+            EscrowFees(address(escrow)).pendingRewards(tok, 0, 8) == share,
+            "seven signers share the fee"
+        );
+        require(
+            EscrowFees(address(escrow)).sweepSlashedRewards(tok, 2, _epoch8()) == share,
+            "2's share swept"
+        );
         _conserves();
     }
 
@@ -399,7 +416,7 @@ contract EconomicsSoundnessTest is EscrowBase {
         uint256 claimed;
         for (uint256 i; i < 7; ++i) {
             vm.prank(_operator(i));
-            claimed += escrow.claimRewards(tok, i, _epoch8(), _operator(i));
+            claimed += EscrowFees(address(escrow)).claimRewards(tok, i, _epoch8(), _operator(i));
         }
         uint256 refund = escrow.claimable(SUBMITTER, tok);
         uint256 dust = escrow.dustRemainder(tok);
@@ -414,26 +431,26 @@ contract EconomicsSoundnessTest is EscrowBase {
         (Evidence memory a, Evidence memory b) = _equivocation();
         bytes32 ds = escrow.domainSeparator();
         vm.prank(SLASHER);
-        registry.slashEquivocation(ds, a, b);
-        uint256 swept = escrow.sweepSlashedRewards(tok, 2, _epoch8());
+        RegistrySlashing(address(registry)).slashEquivocation(ds, a, b);
+        uint256 swept = EscrowFees(address(escrow)).sweepSlashedRewards(tok, 2, _epoch8());
         uint256 sinkCredit = escrow.claimable(SINK, tok);
         require(sinkCredit == swept - swept / 10, "sink share");
         for (uint256 i; i < 7; ++i) {
             if (i >= 2 && i <= 5) continue;
             vm.prank(_operator(i));
-            escrow.claimRewards(tok, i, _epoch8(), _operator(i));
+            EscrowFees(address(escrow)).claimRewards(tok, i, _epoch8(), _operator(i));
         }
         uint256 dustWei = escrow.dustRemainder(tok) / P;
         uint256 sinkBefore = tok.balanceOf(SINK);
         vm.prank(BUYER);
-        require(escrow.flushSink(tok) == sinkCredit + dustWei, "flushed");
+        require(EscrowFees(address(escrow)).flushSink(tok) == sinkCredit + dustWei, "flushed");
         require(tok.balanceOf(SINK) - sinkBefore >= sinkCredit, "at the sink");
         require(escrow.claimable(SINK, tok) == 0, "nothing left");
         _conserves();
         uint256 regSink = registry.claimable(SINK);
         require(regSink > 0, "registry sink share");
         vm.prank(BUYER);
-        require(registry.flushSink() == regSink, "registry flushed");
+        require(RegistrySlashing(address(registry)).flushSink() == regSink, "registry flushed");
         require(registry.claimable(SINK) == 0, "registry: nothing left");
     }
 }

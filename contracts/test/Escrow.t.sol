@@ -2,6 +2,7 @@
 pragma solidity 0.8.30;
 
 import {Escrow} from "../src/Escrow.sol";
+import {RegistrySlashing} from "../src/RegistrySlashing.sol";
 import {ResolverRegistry} from "../src/ResolverRegistry.sol";
 import {
     Authorization,
@@ -238,16 +239,16 @@ contract EscrowTest is EscrowBase {
         bytes32 ds = escrow.domainSeparator();
         uint256 sinkBefore = token.balanceOf(SINK);
         vm.prank(SLASHER);
-        uint256 slashed = registry.slashEquivocation(ds, a, b);
+        uint256 slashed = RegistrySlashing(address(registry)).slashEquivocation(ds, a, b);
         vm.snapshotGasLastCall("RegistryGas", "slashEquivocation-6v6-4slashed");
         require(slashed == 4, "2..5 equivocated");
         uint256 reward = BOND * WHISTLEBLOWER_BPS / 10_000;
         require(registry.claimable(SLASHER) == 4 * reward, "whistleblower share");
         require(registry.claimable(SINK) == 4 * (BOND - reward), "rest to sink");
         vm.prank(SLASHER);
-        require(registry.claim(SLASHER) == 4 * reward, "claimed");
+        require(RegistrySlashing(address(registry)).claim(SLASHER) == 4 * reward, "claimed");
         vm.prank(SINK);
-        registry.claim(SINK);
+        RegistrySlashing(address(registry)).claim(SINK);
         require(token.balanceOf(SINK) - sinkBefore == 4 * (BOND - reward), "sink paid");
         require(token.balanceOf(address(registry)) == 4 * BOND, "the honest bonds remain");
         for (uint256 i; i < 8; ++i) {
@@ -276,7 +277,7 @@ contract EscrowTest is EscrowBase {
         require(old == 8 * BOND, "past epoch unchanged");
         // Once per deal.
         vm.expectRevert(IResolverRegistryErrors.NoEquivocator.selector);
-        registry.slashEquivocation(ds, a, b);
+        RegistrySlashing(address(registry)).slashEquivocation(ds, a, b);
     }
 
     /// @notice An equivocator reporting its own equivocation (issue 16) collects nothing: the
@@ -288,14 +289,14 @@ contract EscrowTest is EscrowBase {
         (Evidence memory a0, Evidence memory b0) = (_evidence(0, true), _evidence(0, false));
         (Evidence memory a1, Evidence memory b1) = (_evidence(1, true), _evidence(1, false));
         vm.prank(_operator(2)); // 2 signed both sides
-        require(registry.slashEquivocation(ds, a0, b0) == 4, "4");
+        require(RegistrySlashing(address(registry)).slashEquivocation(ds, a0, b0) == 4, "4");
         require(registry.claimable(_operator(2)) == 0, "no share for an equivocator");
         require(registry.claimable(SINK) == 4 * BOND, "all to the sink");
         // A slashed resolver reporting later evidence would not be rewarded either; here
         // nobody is left to slash for deal 1 (2..5 were slashed above).
         vm.prank(_operator(2));
         vm.expectRevert(IResolverRegistryErrors.NoEquivocator.selector);
-        registry.slashEquivocation(ds, a1, b1);
+        RegistrySlashing(address(registry)).slashEquivocation(ds, a1, b1);
     }
 
     /// @notice An honest resolver reporting is rewarded like anyone else.
@@ -303,7 +304,7 @@ contract EscrowTest is EscrowBase {
         bytes32 ds = escrow.domainSeparator();
         (Evidence memory a, Evidence memory b) = (_evidence(0, true), _evidence(0, false));
         vm.prank(_operator(0));
-        registry.slashEquivocation(ds, a, b);
+        RegistrySlashing(address(registry)).slashEquivocation(ds, a, b);
         require(registry.claimable(_operator(0)) == 4 * BOND / 10, "share");
     }
 
@@ -311,7 +312,7 @@ contract EscrowTest is EscrowBase {
         bytes32 ds = escrow.domainSeparator();
         Evidence memory a = _evidence(0, true);
         vm.expectRevert(IResolverRegistryErrors.SameCommitment.selector);
-        registry.slashEquivocation(ds, a, a);
+        RegistrySlashing(address(registry)).slashEquivocation(ds, a, a);
         Evidence memory other = _evidence(1, false);
         vm.expectRevert(
             abi.encodeWithSelector(
@@ -320,11 +321,11 @@ contract EscrowTest is EscrowBase {
                 other.commitment.dealId
             )
         );
-        registry.slashEquivocation(ds, a, other);
+        RegistrySlashing(address(registry)).slashEquivocation(ds, a, other);
         // Under another domain the signatures do not verify.
         Evidence memory b = _evidence(0, false);
         vm.expectRevert(IResolverRegistryErrors.InvalidSignature.selector);
-        registry.slashEquivocation(bytes32(uint256(ds) ^ 1), a, b);
+        RegistrySlashing(address(registry)).slashEquivocation(bytes32(uint256(ds) ^ 1), a, b);
         // An honest resolver added to a signer set it never signed breaks the aggregate.
         uint256[] memory withZero = new uint256[](b.signers.length + 1);
         for (uint256 i; i < b.signers.length; ++i) {
@@ -332,19 +333,18 @@ contract EscrowTest is EscrowBase {
         }
         b.signers = withZero;
         vm.expectRevert(IResolverRegistryErrors.InvalidSignature.selector);
-        registry.slashEquivocation(ds, a, b);
+        RegistrySlashing(address(registry)).slashEquivocation(ds, a, b);
         b.signers = new uint256[](0);
         vm.expectRevert(IResolverRegistryErrors.EmptySignerSet.selector);
-        registry.slashEquivocation(ds, a, b);
+        RegistrySlashing(address(registry)).slashEquivocation(ds, a, b);
     }
 
     function testExitingResolverStaysSlashable() public {
         vm.prank(_operator(3));
         registry.requestExit();
         vm.warp(block.timestamp + UNBONDING - 1);
-        registry.slashEquivocation(
-            escrow.domainSeparator(), _evidence(2, true), _evidence(2, false)
-        );
+        RegistrySlashing(address(registry))
+            .slashEquivocation(escrow.domainSeparator(), _evidence(2, true), _evidence(2, false));
         (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(3);
         require(r.slashed && r.bond == 0, "slashed while exiting");
         vm.warp(block.timestamp + 1);
@@ -404,9 +404,12 @@ contract EscrowTest is EscrowBase {
         bytes32 ds = escrow.domainSeparator();
         if (expected == 0) {
             vm.expectRevert(IResolverRegistryErrors.NoEquivocator.selector);
-            registry.slashEquivocation(ds, a, b);
+            RegistrySlashing(address(registry)).slashEquivocation(ds, a, b);
         } else {
-            require(registry.slashEquivocation(ds, a, b) == expected, "slashed count");
+            require(
+                RegistrySlashing(address(registry)).slashEquivocation(ds, a, b) == expected,
+                "slashed count"
+            );
         }
         for (uint256 i; i < 8; ++i) {
             (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(i);
@@ -767,9 +770,8 @@ contract EscrowTest is EscrowBase {
     }
 
     function testSlashedResolverCannotExitOrReturn() public {
-        registry.slashEquivocation(
-            escrow.domainSeparator(), _evidence(1, true), _evidence(1, false)
-        );
+        RegistrySlashing(address(registry))
+            .slashEquivocation(escrow.domainSeparator(), _evidence(1, true), _evidence(1, false));
         vm.startPrank(_operator(2));
         vm.expectRevert(
             abi.encodeWithSelector(IResolverRegistryErrors.NothingToWithdraw.selector, 2)

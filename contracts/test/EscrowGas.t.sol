@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
+import {EscrowFees} from "../src/EscrowFees.sol";
+import {RegistrySlashing} from "../src/RegistrySlashing.sol";
 import {Terms} from "../src/interfaces/IEscrow.sol";
 import {Evidence} from "../src/interfaces/IResolverRegistry.sol";
 import {VerdictCommitment} from "../src/libraries/VerdictHash.sol";
@@ -65,7 +67,7 @@ abstract contract EscrowGasBase is EscrowBase {
     /// @dev The case's deal with a resolver fee and a challenge bond: its commitments get the
     ///      new deal id and are re-signed (Signer).
     function _disputeWithFee(string memory c) internal {
-        registry.setGasRefundCap(IERC20(TOKEN), REFUND_CAP);
+        RegistrySlashing(address(registry)).setGasRefundCap(IERC20(TOKEN), REFUND_CAP);
         _afterParameterDelay();
         Terms memory t = _terms(gv, c);
         t.resolverFee = _fee();
@@ -127,7 +129,8 @@ abstract contract EscrowGasBase is EscrowBase {
         uint256[] memory epochs = new uint256[](1);
         epochs[0] = 1;
         vm.prank(_operator(0));
-        uint256 amount = escrow.claimRewards(IERC20(TOKEN), 0, epochs, _operator(0));
+        uint256 amount =
+            EscrowFees(address(escrow)).claimRewards(IERC20(TOKEN), 0, epochs, _operator(0));
         uint256 used = vm.snapshotGasLastCall(
             "EscrowGas",
             string.concat(
@@ -136,9 +139,10 @@ abstract contract EscrowGasBase is EscrowBase {
             )
         );
         require(amount > 0, "claimed");
-        // 60k (issue 13's goal) into an address that holds the token; a recipient's first
-        // token balance is a fresh slot in the token (17.1k more).
-        require(used <= (_submitterCredited() ? 60_000 : 77_100), "claim over budget");
+        // 60k into an address that holds the token; a recipient's first token balance is a
+        // fresh slot in the token (17.1k more). Both include the DELEGATECALL into EscrowFees
+        // (a cold account access, about 2.9k).
+        require(used <= (_submitterCredited() ? 60_000 : 80_000), "claim over budget");
     }
 
     /// @dev `[0, n)` without the ascending `non`.
@@ -199,7 +203,7 @@ abstract contract EscrowGasBase is EscrowBase {
         Evidence memory b = _side(string.concat(c, ".failed"));
         bytes32 ds = escrow.domainSeparator();
         vm.prank(SLASHER);
-        uint256 slashed = registry.slashEquivocation(ds, a, b);
+        uint256 slashed = RegistrySlashing(address(registry)).slashEquivocation(ds, a, b);
         uint256 used = vm.snapshotGasLastCall(
             "EscrowGas",
             string.concat("slashEquivocation-", vm.toString(_n()), "-of-", vm.toString(_n()))
@@ -210,7 +214,7 @@ abstract contract EscrowGasBase is EscrowBase {
         require(total == 0 && members == 0, "committee emptied");
         require(registry.claimable(SLASHER) == _n() * BOND / 10, "whistleblower credited");
         uint256 intrinsic =
-            21_000 + _calldataGas(abi.encodeCall(registry.slashEquivocation, (ds, a, b)));
+            21_000 + _calldataGas(abi.encodeCall(RegistrySlashing.slashEquivocation, (ds, a, b)));
         require(used + intrinsic <= SLASH_BUDGET, "slash does not fit the block budget");
     }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
+import {EscrowFees} from "../src/EscrowFees.sol";
+import {RegistrySlashing} from "../src/RegistrySlashing.sol";
 import {IEscrowErrors, Terms} from "../src/interfaces/IEscrow.sol";
 import {IResolverRegistryErrors} from "../src/interfaces/IResolverRegistry.sol";
 import {VerdictCommitment} from "../src/libraries/VerdictHash.sol";
@@ -30,7 +32,7 @@ contract LateInclusionTest is EscrowBase {
         ev = _read("consensus/vectors/escrow.json");
         _deploySystem();
         // Before the first epoch the owner's parameters apply at once.
-        registry.setGasRefundCap(IERC20(TOKEN), CAP);
+        RegistrySlashing(address(registry)).setGasRefundCap(IERC20(TOKEN), CAP);
         uint256[] memory all = new uint256[](8);
         for (uint256 i; i < 8; ++i) {
             all[i] = _registerOne(ev, i, _operator(i), BOND * (i + 1));
@@ -99,12 +101,12 @@ contract LateInclusionTest is EscrowBase {
     }
 
     function _pending(uint256 i) internal view returns (uint256) {
-        return escrow.pendingRewards(tok, i, 1);
+        return EscrowFees(address(escrow)).pendingRewards(tok, i, 1);
     }
 
     function _claim(uint256 i) internal returns (uint256) {
         vm.prank(_operator(i));
-        return escrow.claimRewards(tok, i, _epochs(), _operator(i));
+        return EscrowFees(address(escrow)).claimRewards(tok, i, _epochs(), _operator(i));
     }
 
     /// @dev What resolver i is owed of one split of `FEE - CAP` over `signed` stake.
@@ -131,10 +133,10 @@ contract LateInclusionTest is EscrowBase {
             require(_pending(i) == 0, "nothing split yet");
         }
         vm.prank(STRANGER);
-        escrow.includeSigners(id, _bits(0x01), _sig(c, 0x01));
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x01), _sig(c, 0x01));
         require(_closesAt(id) != 0, "still held: resolver 1 is out");
         vm.prank(_operator(1));
-        escrow.includeSigners(id, _bits(0x02), _sig(c, 0x02));
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x02), _sig(c, 0x02));
         require(_closesAt(id) == 0, "everyone in: split at once");
         uint256 owed;
         for (uint256 i; i < 8; ++i) {
@@ -146,14 +148,14 @@ contract LateInclusionTest is EscrowBase {
         require(owed + escrow.claimable(SUBMITTER, tok) <= FEE, "never more than the fee");
         // Nobody twice: the split is gone, a second claim pays nothing.
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NothingHeld.selector, id));
-        escrow.distributeFee(id);
+        EscrowFees(address(escrow)).distributeFee(id);
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NothingHeld.selector, id));
-        escrow.includeSigners(id, _bits(0x01), s0);
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x01), s0);
         for (uint256 i; i < 8; ++i) {
             require(_claim(i) == _share(i, TOTAL), "claimed once");
             vm.prank(_operator(i));
             vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NoRewards.selector, i, tok));
-            escrow.claimRewards(tok, i, _epochs(), _operator(i));
+            EscrowFees(address(escrow)).claimRewards(tok, i, _epochs(), _operator(i));
         }
         require(tok.balanceOf(ESCROW) == escrow.liabilities(tok), "conserved");
     }
@@ -161,7 +163,7 @@ contract LateInclusionTest is EscrowBase {
     /// @notice Both left-out signers proven in one aggregate.
     function testOneAggregateIncludesSeveralSigners() public {
         (bytes32 id, VerdictCommitment memory c) = _resolveLeavingOut(1, 0x03);
-        escrow.includeSigners(id, _bits(0x03), _sig(c, 0x03));
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x03), _sig(c, 0x03));
         require(_closesAt(id) == 0, "split");
         require(_pending(0) == _share(0, TOTAL) && _pending(1) == _share(1, TOTAL), "paid");
     }
@@ -175,23 +177,23 @@ contract LateInclusionTest is EscrowBase {
         bytes memory s01 = _sig(c, 0x03);
         bytes memory s2 = _sig(c, 0x04);
         bytes memory other = _sig(_commitmentOf(1, id), 0x02);
-        escrow.includeSigners(id, _bits(0x01), s0);
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x01), s0);
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NotNonSigners.selector, id));
-        escrow.includeSigners(id, _bits(0x01), s0);
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x01), s0);
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NotNonSigners.selector, id));
-        escrow.includeSigners(id, _bits(0x03), s01);
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x03), s01);
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NotNonSigners.selector, id));
-        escrow.includeSigners(id, _bits(0x04), s2);
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x04), s2);
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NotNonSigners.selector, id));
-        escrow.includeSigners(id, _bits(0x00), s1);
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x00), s1);
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NotNonSigners.selector, id));
-        escrow.includeSigners(id, hex"0001", s1);
+        EscrowFees(address(escrow)).includeSigners(id, hex"0001", s1);
         // Resolver 0's signature does not prove resolver 1, nor a signature over another digest.
         vm.expectRevert(IResolverRegistryErrors.InvalidSignature.selector);
-        escrow.includeSigners(id, _bits(0x02), s0);
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x02), s0);
         vm.expectRevert(IResolverRegistryErrors.InvalidSignature.selector);
-        escrow.includeSigners(id, _bits(0x02), other);
-        escrow.includeSigners(id, _bits(0x02), s1);
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x02), other);
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x02), s1);
         require(_pending(1) == _share(1, TOTAL), "then paid once");
     }
 
@@ -200,16 +202,16 @@ contract LateInclusionTest is EscrowBase {
     ///         the next certificate of the same epoch pays the left-out resolver again.
     function testWindowClosesThenRemainingNonSignersAreExcluded() public {
         (bytes32 id, VerdictCommitment memory c) = _resolveLeavingOut(0, 0x03);
-        escrow.includeSigners(id, _bits(0x01), _sig(c, 0x01));
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x01), _sig(c, 0x01));
         uint256 closesAt = _closesAt(id);
         bytes memory s1 = _sig(c, 0x02);
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.TooEarly.selector, id, closesAt + 1));
-        escrow.distributeFee(id);
+        EscrowFees(address(escrow)).distributeFee(id);
         vm.warp(closesAt + 1);
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.TooLate.selector, id, closesAt));
-        escrow.includeSigners(id, _bits(0x02), s1);
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x02), s1);
         vm.prank(STRANGER);
-        escrow.distributeFee(id);
+        EscrowFees(address(escrow)).distributeFee(id);
         uint256 signed = TOTAL - 2 * BOND;
         require(_pending(1) == 0, "resolver 1 never proven: excluded");
         for (uint256 i; i < 8; ++i) {
@@ -218,7 +220,7 @@ contract LateInclusionTest is EscrowBase {
         require(escrow.claimable(SUBMITTER, tok) >= CAP, "the submitter keeps its refund");
         vm.prank(_operator(1));
         vm.expectRevert(abi.encodeWithSelector(IEscrowErrors.NoRewards.selector, 1, tok));
-        escrow.claimRewards(tok, 1, _epochs(), _operator(1));
+        EscrowFees(address(escrow)).claimRewards(tok, 1, _epochs(), _operator(1));
         require(_claim(0) == _share(0, signed), "0 claims deal A");
         // Deal B: everyone signs, split at once.
         bytes32 idB = _disputed(1);
@@ -231,7 +233,7 @@ contract LateInclusionTest is EscrowBase {
         // Deal C leaves 1 out again; after its window 1 is owed nothing more, 2 all three.
         (bytes32 idC,) = _resolveLeavingOut(2, 0x02);
         vm.warp(_closesAt(idC) + 1);
-        escrow.distributeFee(idC);
+        EscrowFees(address(escrow)).distributeFee(idC);
         require(_pending(1) == 0, "excluded from C");
         uint256 expected2 = _share(2, signed) + _share(2, TOTAL) + _share(2, TOTAL - 2 * BOND);
         require(_pending(2) >= expected2 && _pending(2) <= expected2 + 2, "2 owed A + B + C");
@@ -247,7 +249,7 @@ contract LateInclusionTest is EscrowBase {
         escrow.resolve(c, non, _sig(c, 0xbf));
         uint256 w = escrow.nonSignerBits(id, 0);
         require(w == uint256(0x40) << 248, "position 6 stored");
-        escrow.includeSigners(id, _bits(0x40), _sig(c, 0x40));
+        EscrowFees(address(escrow)).includeSigners(id, _bits(0x40), _sig(c, 0x40));
         require(_pending(6) == _share(6, TOTAL), "paid");
     }
 

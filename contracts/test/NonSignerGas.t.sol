@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
+import {EscrowFees} from "../src/EscrowFees.sol";
+import {RegistrySlashing} from "../src/RegistrySlashing.sol";
 import {Terms} from "../src/interfaces/IEscrow.sol";
-import {IResolverRegistryErrors} from "../src/interfaces/IResolverRegistry.sol";
+import {Evidence, IResolverRegistryErrors} from "../src/interfaces/IResolverRegistry.sol";
 import {BLS} from "../src/libraries/BLS.sol";
-import {VerdictCommitment} from "../src/libraries/VerdictHash.sol";
+import {Outcome, VerdictCommitment} from "../src/libraries/VerdictHash.sol";
 import {EscrowBase} from "./utils/EscrowBase.sol";
 import {Signer} from "./utils/Signer.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
@@ -76,7 +78,7 @@ abstract contract NonSignerGasBase is EscrowBase {
         ev = _read("consensus/vectors/escrow.json");
         _deploySystem();
         // Before the first epoch the owner's parameters apply at once.
-        registry.setGasRefundCap(IERC20(TOKEN), CAP);
+        RegistrySlashing(address(registry)).setGasRefundCap(IERC20(TOKEN), CAP);
         tok = IERC20(TOKEN);
         uint256 n = _n();
         uint256[] memory all = new uint256[](n);
@@ -166,7 +168,7 @@ abstract contract NonSignerGasBase is EscrowBase {
             }
         }
         bytes memory sig = Signer.signScalar(sum, digest);
-        escrow.includeSigners(id, two, sig);
+        EscrowFees(address(escrow)).includeSigners(id, two, sig);
         vm.snapshotGasLastCall("NonSignerGas", _name("includeSigners-2", 2));
     }
 
@@ -174,25 +176,72 @@ abstract contract NonSignerGasBase is EscrowBase {
     function testGasDistributeFee() public {
         _resolveThird();
         vm.warp(block.timestamp + escrow.INCLUSION_WINDOW() + 1);
-        escrow.distributeFee(id);
+        EscrowFees(address(escrow)).distributeFee(id);
         vm.snapshotGasLastCall("NonSignerGas", _name("distributeFee", 2));
     }
 
     function _claimAfterSplit(uint256 resolver, string memory what) internal {
         _resolveThird();
         vm.warp(block.timestamp + escrow.INCLUSION_WINDOW() + 1);
-        escrow.distributeFee(id);
+        EscrowFees(address(escrow)).distributeFee(id);
         token.mint(_operator(resolver), 1); // the recipient already holds the token
         uint256[] memory epochs = new uint256[](1);
         epochs[0] = 1;
         vm.prank(_operator(resolver));
         if (_absent(2, resolver)) {
             vm.expectRevert();
-            escrow.claimRewards(tok, resolver, epochs, _operator(resolver));
+            EscrowFees(address(escrow)).claimRewards(tok, resolver, epochs, _operator(resolver));
             return;
         }
-        escrow.claimRewards(tok, resolver, epochs, _operator(resolver));
+        EscrowFees(address(escrow)).claimRewards(tok, resolver, epochs, _operator(resolver));
         vm.snapshotGasLastCall("NonSignerGas", _name(what, 2));
+    }
+
+    /// @notice The largest equivocating coalition the committee allows: every member signed
+    ///         both outcomes of the deal. One `slashEquivocation` slashes them all; with the
+    ///         intrinsic and calldata gas the transaction must fit EIP-7825's 2^24 cap.
+    function testGasSlashWholeCommittee() public {
+        uint256 n = _n();
+        VerdictCommitment memory other = commitment;
+        other.outcome = Outcome.Failed;
+        Evidence memory a = _evidence(commitment);
+        Evidence memory b = _evidence(other);
+        bytes32 ds = escrow.domainSeparator();
+        uint256 slashed = RegistrySlashing(address(registry)).slashEquivocation(ds, a, b);
+        uint256 used = vm.snapshotGasLastCall(
+            "NonSignerGas",
+            string.concat(
+                "slashEquivocation-",
+                _sybil() ? "sybil-n" : "n",
+                vm.toString(n),
+                "-of-",
+                vm.toString(n)
+            )
+        );
+        require(slashed == n, "all slashed");
+        bytes memory data = abi.encodeCall(RegistrySlashing.slashEquivocation, (ds, a, b));
+        uint256 intrinsic = 21_000;
+        for (uint256 i; i < data.length; ++i) {
+            intrinsic += data[i] == 0 ? 4 : 16;
+        }
+        require(
+            used + intrinsic <= 1 << 24,
+            string.concat("slashing over 2^24: ", vm.toString(used + intrinsic))
+        );
+    }
+
+    /// @dev Every member's signature over `c`, aggregated (one G2 scalar multiplication).
+    function _evidence(VerdictCommitment memory c) internal view returns (Evidence memory e) {
+        uint256 n = _n();
+        e.commitment = c;
+        e.epoch = 1;
+        e.signers = new uint256[](n);
+        uint256 sum;
+        for (uint256 i; i < n; ++i) {
+            e.signers[i] = i;
+            sum = addmod(sum, KEY0 + i, Signer.R);
+        }
+        e.signature = Signer.signScalar(sum, _vectorDigest(c));
     }
 
     /// @notice A signer's claim of an epoch with one exclusion entry (the position lookup and

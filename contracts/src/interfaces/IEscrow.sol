@@ -104,6 +104,8 @@ struct Deal {
 
 /// @notice Errors of the Escrow.
 interface IEscrowErrors {
+    /// @notice EscrowFees was called directly, not by DELEGATECALL from its Escrow.
+    error NotThroughEscrow();
     error DealExists(bytes32 dealId);
     error WrongState(bytes32 dealId, DealState expected, DealState actual);
     error NotBuyer(bytes32 dealId, address who);

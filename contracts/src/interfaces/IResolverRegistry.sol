@@ -62,6 +62,8 @@ interface IResolverRegistryErrors {
     error NothingToActivate();
     error NothingToClaim(address account);
     error ZeroAddress();
+    /// @notice RegistrySlashing was called directly, not by DELEGATECALL from its registry.
+    error NotThroughRegistry();
     error CommitteeFull(uint256 members, uint256 adding, uint256 maximum);
     error BitmapTooLong(uint256 length, uint256 maximum);
     error PositionOutOfRange(uint256 position, uint256 members);

@@ -2,6 +2,8 @@
 pragma solidity 0.8.30;
 
 import {Escrow} from "../../src/Escrow.sol";
+import {EscrowFees} from "../../src/EscrowFees.sol";
+import {RegistrySlashing} from "../../src/RegistrySlashing.sol";
 import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
 import {Deal, DealState, Terms} from "../../src/interfaces/IEscrow.sol";
 import {Evidence} from "../../src/interfaces/IResolverRegistry.sol";
@@ -129,7 +131,7 @@ contract EconomicsHandler is Vectors {
     /// @notice Resolver `i`'s pending rewards over every epoch.
     function pendingOf(uint256 i) public view returns (uint256 p) {
         for (uint256 e = 1; e <= registry.currentEpoch(); ++e) {
-            p += escrow.pendingRewards(IERC20(address(token)), i, e);
+            p += EscrowFees(address(escrow)).pendingRewards(IERC20(address(token)), i, e);
         }
     }
 
@@ -215,7 +217,7 @@ contract EconomicsHandler is Vectors {
         (,,,, uint64 closesAt,) = escrow.held(id);
         if (closesAt != 0) {
             _warpTo(uint256(closesAt) + 1);
-            escrow.distributeFee(id);
+            EscrowFees(address(escrow)).distributeFee(id);
         }
         _book(id, reproduced, signers, signed, submitter);
     }
@@ -352,7 +354,8 @@ contract EconomicsHandler is Vectors {
         bool slashed = _slashed(i);
         uint256[] memory epochs = _allEpochs();
         vm.prank(_operator(i));
-        try escrow.claimRewards(IERC20(address(token)), i, epochs, recipient) returns (
+        try EscrowFees(address(escrow))
+            .claimRewards(IERC20(address(token)), i, epochs, recipient) returns (
             uint256 amount
         ) {
             rewardsPaid[i] += amount;
@@ -369,7 +372,7 @@ contract EconomicsHandler is Vectors {
         i %= RESOLVERS;
         uint256[] memory epochs = _allEpochs();
         vm.prank(STRANGER);
-        try escrow.claimRewards(IERC20(address(token)), i, epochs, STRANGER) {
+        try EscrowFees(address(escrow)).claimRewards(IERC20(address(token)), i, epochs, STRANGER) {
             strangerPaid = true;
         } catch {}
     }
@@ -395,7 +398,7 @@ contract EconomicsHandler is Vectors {
         eb.signature = Signer.sign(b, escrow.verdictDigest(eb.commitment));
         bytes32 ds = escrow.domainSeparator();
         vm.prank(WHISTLEBLOWER);
-        registry.slashEquivocation(ds, ea, eb);
+        RegistrySlashing(address(registry)).slashEquivocation(ds, ea, eb);
         calls["slash"]++;
     }
 
@@ -405,9 +408,13 @@ contract EconomicsHandler is Vectors {
         i %= RESOLVERS;
         uint256[] memory epochs = _allEpochs();
         vm.prank(SWEEPER);
-        try escrow.sweepSlashedRewards(IERC20(address(token)), i, epochs) returns (uint256 amount) {
-            uint256 share =
-                registry.slashedBy(i) == WHISTLEBLOWER ? amount * WHISTLEBLOWER_BPS / 10_000 : 0;
+        try EscrowFees(address(escrow))
+            .sweepSlashedRewards(IERC20(address(token)), i, epochs) returns (
+            uint256 amount
+        ) {
+            uint256 share = registry.slashedBy(i) == WHISTLEBLOWER
+                ? amount * WHISTLEBLOWER_BPS / 10_000
+                : 0;
             _credit(WHISTLEBLOWER, share);
             sinkCredited += amount - share;
             rewardsSwept[i] += amount;
@@ -422,7 +429,7 @@ contract EconomicsHandler is Vectors {
     function flush() external {
         uint256 credit = escrow.claimable(SINK, IERC20(address(token)));
         vm.prank(STRANGER);
-        try escrow.flushSink(IERC20(address(token))) returns (uint256 amount) {
+        try EscrowFees(address(escrow)).flushSink(IERC20(address(token))) returns (uint256 amount) {
             sinkCredited += amount - credit; // the whole wei of dust
             sinkOut += amount;
             calls["flush"]++;

@@ -2,6 +2,7 @@
 pragma solidity 0.8.30;
 
 import {Escrow} from "../../src/Escrow.sol";
+import {RegistrySlashing} from "../../src/RegistrySlashing.sol";
 import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
 import {EscrowBase} from "../utils/EscrowBase.sol";
 import {EconomicsHandler} from "./EconomicsHandler.sol";
@@ -23,7 +24,7 @@ abstract contract EconomicsChecks is EscrowBase {
         string memory ev = _read("consensus/vectors/escrow.json");
         _deploySystem();
         // Before any committee exists the owner's settings apply at once.
-        registry.setGasRefundCap(token, 0.05e18);
+        RegistrySlashing(address(registry)).setGasRefundCap(token, 0.05e18);
         uint8[8] memory bonds = [3, 2, 2, 1, 1, 1, 2, 3];
         uint256[] memory all = new uint256[](8);
         for (uint256 i; i < 8; ++i) {

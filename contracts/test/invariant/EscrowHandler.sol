@@ -2,6 +2,8 @@
 pragma solidity 0.8.30;
 
 import {Escrow} from "../../src/Escrow.sol";
+import {EscrowFees} from "../../src/EscrowFees.sol";
+import {RegistrySlashing} from "../../src/RegistrySlashing.sol";
 import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
 import {Deal, DealState, Terms} from "../../src/interfaces/IEscrow.sol";
 import {Evidence} from "../../src/interfaces/IResolverRegistry.sol";
@@ -305,7 +307,7 @@ contract EscrowHandler is Vectors {
         (,,,, uint64 closesAt,) = escrow.held(id);
         if (closesAt == 0) return;
         _warpTo(uint256(closesAt) + 1);
-        escrow.distributeFee(id);
+        EscrowFees(address(escrow)).distributeFee(id);
     }
 
     function _ownCredit() internal view returns (uint256) {
@@ -338,7 +340,8 @@ contract EscrowHandler is Vectors {
         uint256[] memory epochs = _allEpochs();
         (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(i);
         vm.prank(_operator(i));
-        try escrow.claimRewards(IERC20(address(token)), i, epochs, _operator(i)) returns (
+        try EscrowFees(address(escrow))
+            .claimRewards(IERC20(address(token)), i, epochs, _operator(i)) returns (
             uint256 amount
         ) {
             rewardsPaid[i] += amount;
@@ -353,7 +356,8 @@ contract EscrowHandler is Vectors {
     /// @dev Anyone forfeits a slashed resolver's rewards to the whistleblower and the sink.
     function sweepSlashed(uint256 i) external {
         i %= RESOLVERS;
-        try escrow.sweepSlashedRewards(IERC20(address(token)), i, _allEpochs()) returns (
+        try EscrowFees(address(escrow))
+            .sweepSlashedRewards(IERC20(address(token)), i, _allEpochs()) returns (
             uint256 amount
         ) {
             rewardsOut += amount;
@@ -373,7 +377,7 @@ contract EscrowHandler is Vectors {
     /// @notice Sum of resolver `i`'s pending rewards over every epoch.
     function pendingOf(uint256 i) public view returns (uint256 p) {
         for (uint256 e = 1; e <= registry.currentEpoch(); ++e) {
-            p += escrow.pendingRewards(IERC20(address(token)), i, e);
+            p += EscrowFees(address(escrow)).pendingRewards(IERC20(address(token)), i, e);
         }
     }
 
@@ -416,7 +420,7 @@ contract EscrowHandler is Vectors {
         (b.signers,, b.signature) = _aggregate(k, 1, maskB, b.epoch);
         if (a.signers.length == 0 || b.signers.length == 0) return;
         (a.commitment, b.commitment) = (commitments[k][0], commitments[k][1]);
-        try registry.slashEquivocation(escrow.domainSeparator(), a, b) {
+        try RegistrySlashing(address(registry)).slashEquivocation(escrow.domainSeparator(), a, b) {
             calls["slash"]++;
         } catch {
             calls["slash-refused"]++;
@@ -527,7 +531,7 @@ contract EscrowHandler is Vectors {
         }
         (a.commitment, b.commitment) = (commitments[k][0], commitments[k][1]);
         (a.epoch, b.epoch) = (8, 8);
-        try registry.slashEquivocation(escrow.domainSeparator(), a, b) {
+        try RegistrySlashing(address(registry)).slashEquivocation(escrow.domainSeparator(), a, b) {
             calls["slash-forged-accepted"]++;
         } catch {
             calls["slash-forged-refused"]++;
@@ -556,7 +560,8 @@ contract EscrowHandler is Vectors {
         for (uint256 j; j < n; ++j) {
             uint256 c = (b + j) % n;
             if (!conflicting(a, c)) continue;
-            try registry.slashEquivocation(escrow.domainSeparator(), evidence(a), evidence(c)) {
+            try RegistrySlashing(address(registry))
+                .slashEquivocation(escrow.domainSeparator(), evidence(a), evidence(c)) {
                 calls["slash-recorded"]++;
             } catch {
                 calls["slash-recorded-refused"]++; // every signer of both already slashed

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
+import {RegistrySlashing} from "../../src/RegistrySlashing.sol";
 import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
 import {Deal, DealState} from "../../src/interfaces/IEscrow.sol";
 import {EscrowBase} from "../utils/EscrowBase.sol";
@@ -16,7 +17,7 @@ abstract contract EscrowInvariants is EscrowBase {
         string memory ev = _read("consensus/vectors/escrow.json");
         _deploySystem();
         // Before any committee exists the owner's settings apply at once.
-        registry.setGasRefundCap(token, 0.1e18);
+        RegistrySlashing(address(registry)).setGasRefundCap(token, 0.1e18);
         _registerResolvers(ev, 8);
         escrow.setBackend(
             vm.parseJsonBytes32(ev, ".deals[0].terms.backendId"),
@@ -154,9 +155,10 @@ abstract contract EscrowInvariants is EscrowBase {
         }
         if (unslashed) {
             // Refused evidence leaves an equivocator unslashed: caught below.
-            try registry.slashEquivocation(
-                escrow.domainSeparator(), handler.evidence(a), handler.evidence(b)
-            ) {}
+            try RegistrySlashing(address(registry))
+                .slashEquivocation(
+                    escrow.domainSeparator(), handler.evidence(a), handler.evidence(b)
+                ) {}
                 catch {}
         }
         uint256 later = x.acceptedAt > y.acceptedAt ? x.acceptedAt : y.acceptedAt;

@@ -2,6 +2,8 @@
 pragma solidity 0.8.30;
 
 import {Escrow} from "../../src/Escrow.sol";
+import {EscrowFees} from "../../src/EscrowFees.sol";
+import {RegistrySlashing} from "../../src/RegistrySlashing.sol";
 import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
 import {Deal, DealState, Settlement} from "../../src/interfaces/IEscrow.sol";
 import {Evidence, RegistryParameters} from "../../src/interfaces/IResolverRegistry.sol";
@@ -13,17 +15,25 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 // can fail at all.
 
 /// @notice Mutant: `slashEquivocation` does not verify the evidence.
+contract NoEvidenceCheckSlashing is RegistrySlashing {
+    constructor(RegistryParameters memory p) RegistrySlashing(p) {}
+
+    function _verifyEvidence(Evidence calldata, bytes32) internal view override {}
+}
+
 contract NoEvidenceCheckRegistry is ResolverRegistry {
     constructor(RegistryParameters memory p) ResolverRegistry(p) {}
 
-    function _verifyEvidence(Evidence calldata, bytes32) internal view override {}
+    function _deploySlashing(RegistryParameters memory p) internal override returns (address) {
+        return address(new NoEvidenceCheckSlashing(p));
+    }
 }
 
 /// @notice Mutant: no quorum threshold (any non-empty committee's certificate passes).
 contract NoThresholdRegistry is ResolverRegistry {
     constructor(RegistryParameters memory p) ResolverRegistry(p) {}
 
-    function meetsThreshold(uint256, uint256 totalStake) public pure override returns (bool) {
+    function _meetsThreshold(uint256, uint256 totalStake) internal pure override returns (bool) {
         return totalStake != 0;
     }
 }
@@ -33,8 +43,8 @@ contract NoThresholdRegistry is ResolverRegistry {
 contract HalfThresholdRegistry is ResolverRegistry {
     constructor(RegistryParameters memory p) ResolverRegistry(p) {}
 
-    function meetsThreshold(uint256 signedStake, uint256 totalStake)
-        public
+    function _meetsThreshold(uint256 signedStake, uint256 totalStake)
+        internal
         pure
         override
         returns (bool)
@@ -45,12 +55,21 @@ contract HalfThresholdRegistry is ResolverRegistry {
 
 /// @notice Mutant: evidence counts only against the current committee (once an exit or a
 ///         slash starts a new epoch, the equivocators of the earlier one are out of reach).
+contract CurrentEpochEvidenceSlashing is RegistrySlashing {
+    constructor(RegistryParameters memory p) RegistrySlashing(p) {}
+
+    function _verifyEvidence(Evidence calldata e, bytes32 digest) internal view override {
+        uint256 current = _epochs.length - 1;
+        if (e.epoch != current) revert UnknownEpoch(e.epoch, current);
+        super._verifyEvidence(e, digest);
+    }
+}
+
 contract CurrentEpochEvidenceRegistry is ResolverRegistry {
     constructor(RegistryParameters memory p) ResolverRegistry(p) {}
 
-    function _verifyEvidence(Evidence calldata e, bytes32 digest) internal view override {
-        if (e.epoch != currentEpoch()) revert UnknownEpoch(e.epoch, currentEpoch());
-        super._verifyEvidence(e, digest);
+    function _deploySlashing(RegistryParameters memory p) internal override returns (address) {
+        return address(new CurrentEpochEvidenceSlashing(p));
     }
 }
 
@@ -93,8 +112,16 @@ contract UnmarkedSettlementEscrow is Escrow {
 
 /// @notice Mutant: non-signers are not excluded from a certificate's fee (every member of the
 ///         epoch is paid as if it had signed).
+contract PayNonSignersFees is EscrowFees {
+    constructor(IResolverRegistry registry_) EscrowFees(registry_) {}
+
+    function _exclude(IERC20, uint256, bytes32, uint256, uint256) internal override {}
+}
+
 contract PayNonSignersEscrow is Escrow {
     constructor(IResolverRegistry registry_, address owner_) Escrow(registry_, owner_) {}
 
-    function _exclude(IERC20, uint256, bytes32, uint256, uint256) internal override {}
+    function _deployFees(IResolverRegistry registry_) internal override returns (address) {
+        return address(new PayNonSignersFees(registry_));
+    }
 }

@@ -2,6 +2,7 @@
 pragma solidity 0.8.30;
 
 import {Escrow} from "../../src/Escrow.sol";
+import {EscrowFees} from "../../src/EscrowFees.sol";
 import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
 import {Deal, Terms} from "../../src/interfaces/IEscrow.sol";
 import {Evidence, RegistryParameters} from "../../src/interfaces/IResolverRegistry.sol";
@@ -168,7 +169,7 @@ abstract contract EscrowBase is Vectors {
         (,,,, uint64 closesAt,) = escrow.held(id);
         if (closesAt == 0) return;
         vm.warp(uint256(closesAt) + 1);
-        escrow.distributeFee(id);
+        EscrowFees(address(escrow)).distributeFee(id);
     }
 
     function _challenge(bytes32 id) internal {
