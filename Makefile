@@ -36,6 +36,7 @@ rust-test:
 
 contracts-test:
 	cd contracts && forge test
+	contracts/check-layout.sh
 
 ## deploy-test: offline checks of deploy/ (Kustomize + Kubernetes schemas, node.toml
 ## keys, flags and env vars, compose consistency, systemd-analyze verify).

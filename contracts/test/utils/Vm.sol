@@ -48,6 +48,7 @@ interface Vm {
     function expectRevert(bytes calldata revertData) external;
     function expectRevert(bytes4 selector) external;
     function expectRevert() external;
+    function deal(address account, uint256 newBalance) external;
     function sign(uint256 privateKey, bytes32 digest)
         external
         pure
