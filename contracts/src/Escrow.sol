@@ -1,25 +1,14 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
-import {Ownable, Ownable2Step} from "@openzeppelin/contracts/access/Ownable2Step.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
-import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
-import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
 import {EscrowFees} from "./EscrowFees.sol";
 import {EscrowStorage} from "./EscrowStorage.sol";
 import {IERC3009} from "./interfaces/IERC3009.sol";
-import {
-    Authorization,
-    Deal,
-    DealState,
-    IEscrowErrors,
-    IEscrowEvents,
-    Settlement,
-    Terms
-} from "./interfaces/IEscrow.sol";
+import {Authorization, Deal, DealState, Settlement, Terms} from "./interfaces/IEscrow.sol";
 import {IResolverRegistry} from "./interfaces/IResolverRegistry.sol";
 import {Delegate} from "./libraries/Delegate.sol";
 import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.sol";

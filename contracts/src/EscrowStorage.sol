@@ -3,23 +3,12 @@ pragma solidity 0.8.30;
 
 import {Ownable, Ownable2Step} from "@openzeppelin/contracts/access/Ownable2Step.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
-import {IERC3009} from "./interfaces/IERC3009.sol";
-import {
-    Authorization,
-    Deal,
-    DealState,
-    IEscrowErrors,
-    IEscrowEvents,
-    Settlement,
-    Terms
-} from "./interfaces/IEscrow.sol";
+import {Deal, IEscrowErrors, IEscrowEvents} from "./interfaces/IEscrow.sol";
 import {IResolverRegistry} from "./interfaces/IResolverRegistry.sol";
-import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.sol";
 
 /// @title EscrowStorage
 /// @notice What the Escrow and EscrowFees share: constants, storage layout, the registry and the

@@ -1,18 +1,11 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
-import {Ownable, Ownable2Step} from "@openzeppelin/contracts/access/Ownable2Step.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
-import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
-import {
-    Evidence,
-    IResolverRegistryErrors,
-    IResolverRegistryEvents,
-    RegistryParameters
-} from "./interfaces/IResolverRegistry.sol";
+import {Evidence, RegistryParameters} from "./interfaces/IResolverRegistry.sol";
 
 import {ResolverRegistryStorage} from "./ResolverRegistryStorage.sol";
 

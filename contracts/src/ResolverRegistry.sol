@@ -1,22 +1,13 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
-import {Ownable, Ownable2Step} from "@openzeppelin/contracts/access/Ownable2Step.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
-import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
-import {
-    Evidence,
-    IResolverRegistry,
-    IResolverRegistryErrors,
-    IResolverRegistryEvents,
-    RegistryParameters
-} from "./interfaces/IResolverRegistry.sol";
+import {IResolverRegistry, RegistryParameters} from "./interfaces/IResolverRegistry.sol";
 import {BLS} from "./libraries/BLS.sol";
 import {Delegate} from "./libraries/Delegate.sol";
-import {VerdictHash} from "./libraries/VerdictHash.sol";
 
 import {RegistrySlashing} from "./RegistrySlashing.sol";
 import {ResolverRegistryStorage} from "./ResolverRegistryStorage.sol";
