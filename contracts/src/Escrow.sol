@@ -29,9 +29,12 @@ import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.s
 ///      function is non-reentrant and follows checks-effects-interactions.
 ///      Economics (contracts/ECONOMICS.md): the buyer posts the deal's resolver fee and challenge
 ///      bond at `challenge`. A certificate accrues the fee, less a capped gas refund to the
-///      submitter, to a per-(token, epoch) reward-per-stake accumulator; each non-signer gets an
-///      exclusion entry, so `resolve` is O(1) + O(non-signers), and each resolver's operator
-///      `claimRewards` in O(epochs claimed). A timeout returns fee and bond to the buyer.
+///      submitter, to a per-(token, epoch) reward-per-stake accumulator. A certificate with
+///      non-signers holds the fee for `INCLUSION_WINDOW`, in which anyone may prove further
+///      signers (`includeSigners`); the split then logs one exclusion entry and marks the
+///      remaining non-signers' positions, so `resolve` is O(1) + O(non-signer bitmap words),
+///      and each resolver's operator `claimRewards` in O(epochs claimed) (plus the entries that
+///      name it, for a resolver that was left out). A timeout returns fee and bond to the buyer.
 ///      A slashed resolver's unclaimed rewards follow its slashed bond (`sweepSlashedRewards`).
 contract Escrow is EscrowStorage {
     using SafeERC20 for IERC20;

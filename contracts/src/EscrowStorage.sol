@@ -105,8 +105,8 @@ abstract contract EscrowStorage is IEscrowErrors, IEscrowEvents, ReentrancyGuard
     }
 
     /// @dev `pool` over `signedStake` as `inc = pool * P / S` per unit of stake, added to the
-    ///      epoch's accumulator; the non-signers (the first `words` words of the dispute's
-    ///      bitmap) get an exclusion entry. The signers are owed at most
+    ///      epoch's accumulator; if `words` > 0 the split gets one exclusion entry naming the
+    ///      non-signers (the first `words` words of the dispute's bitmap). The signers are owed at most
     ///      `ceil(inc * S / P) <= pool`; the rest of the fee goes to `submitter`.
     function _split(
         bytes32 dealId,

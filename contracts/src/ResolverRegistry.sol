@@ -20,9 +20,11 @@ import {ResolverRegistryStorage} from "./ResolverRegistryStorage.sol";
 ///      cannot decide a dispute, because escrows only fund deals whose deliver + challenge
 ///      windows fit in the warm-up, so every member of a deal's pinned epoch registered before
 ///      the deal was funded. An epoch is the set of resolvers whose
-///      membership interval [joinedEpoch, leftEpoch) contains it; each epoch stores only its
-///      aggregate key and total stake, so a membership change costs O(1) storage and a
-///      certificate costs one stored-key subtraction per non-signer. Stake is the bond at
+///      membership interval [joinedEpoch, leftEpoch) contains it; each epoch stores its
+///      aggregate key and total stake and deploys its member list as code (ascending index),
+///      and each resolver's key and stake live in a record contract deployed at registration,
+///      so a certificate costs one member-list read plus, per non-signer, one record read and
+///      one G1ADD. Stake is the bond at
 ///      registration and never changes while a member; a slashed or exiting resolver leaves the
 ///      committee through a new epoch, while past epochs keep their snapshot.
 ///      Slashing is batched: one call slashes every equivocator of a pair of aggregates with
