@@ -30,6 +30,7 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	cd contracts && forge fmt --check
+	python3 node/check-layers.py
 
 rust-test:
 	cargo nextest run --workspace --locked --no-fail-fast

@@ -1,6 +1,5 @@
 //! Prometheus metrics (`GET /metrics`, OpenMetrics text).
 
-use crate::rpc::EndpointHealth;
 use prometheus_client::{
     encoding::{text::encode, EncodeLabelSet},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
@@ -34,7 +33,7 @@ pub struct TokenLabel {
 /// An `endpoint` label: an RPC endpoint as `scheme://host[:port]`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EndpointLabel {
-    /// [`crate::rpc::EndpointHealth::endpoint`].
+    /// `scheme://host[:port]` of the endpoint.
     pub endpoint: String,
 }
 
@@ -355,97 +354,8 @@ impl Metrics {
         out
     }
 
-    /// Sets the fee and gas metrics from the ledger.
-    pub fn observe_ledger(&self, ledger: &crate::economics::Ledger) {
-        for (token, t) in &ledger.tokens {
-            let label = TokenLabel { token: token.to_string() };
-            self.rewards_earned.get_or_create(&label).set(f64::from(t.earned()));
-            self.rewards_claimed.get_or_create(&label).set(f64::from(t.claimed));
-            self.gas_refunds.get_or_create(&label).set(f64::from(t.refunds));
-        }
-        self.gas_spent_wei.set(f64::from(ledger.gas_spent_wei));
-    }
-
-    /// Sets the `rpc_endpoint_*` metrics from [`crate::chain::Chain::endpoints`]
-    /// (call it whenever the status is refreshed; the counters take the
-    /// difference to the totals they last saw).
-    pub fn observe_endpoints(&self, endpoints: &[EndpointHealth]) {
-        for e in endpoints {
-            let label = EndpointLabel { endpoint: e.endpoint.clone() };
-            self.rpc_endpoint_up.get_or_create(&label).set(i64::from(e.up));
-            if let Some(head) = e.head {
-                self.rpc_endpoint_head
-                    .get_or_create(&label)
-                    .set(i64::try_from(head).unwrap_or(i64::MAX));
-            }
-            self.rpc_endpoint_consecutive_errors
-                .get_or_create(&label)
-                .set(i64::try_from(e.consecutive_errors).unwrap_or(i64::MAX));
-            for (family, total) in [
-                (&self.rpc_endpoint_errors, e.errors),
-                (&self.rpc_endpoint_requests, e.requests),
-                (&self.rpc_endpoint_disagreements, e.disagreements),
-            ] {
-                let counter = family.get_or_create(&label);
-                let seen = counter.get();
-                if total > seen {
-                    counter.inc_by(total - seen);
-                }
-            }
-            if let Some(ms) = e.latency_ms {
-                self.rpc_endpoint_latency.get_or_create(&label).set(ms / 1_000.0);
-            }
-        }
-    }
-
     /// Increments `family{result}`.
     pub fn count(family: &Family<ResultLabel, Counter>, result: &'static str) {
         family.get_or_create(&ResultLabel { result }).inc();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rpc::{EndpointHealth, EndpointKind};
-
-    #[test]
-    fn endpoint_health_is_exported() {
-        let m = Metrics::default();
-        let mut e = EndpointHealth {
-            endpoint: "https://rpc.example.org".into(),
-            kind: EndpointKind::Http,
-            up: true,
-            chain_id: Some(1),
-            refused: false,
-            head: Some(42),
-            consecutive_errors: 0,
-            requests: 10,
-            errors: 2,
-            last_error: None,
-            latency_ms: Some(12.5),
-            disagreements: 0,
-            last_disagreement: None,
-        };
-        m.observe_endpoints(std::slice::from_ref(&e));
-        e.up = false;
-        e.consecutive_errors = 3;
-        e.errors = 5;
-        e.requests = 13;
-        e.disagreements = 2;
-        m.observe_endpoints(&[e]);
-        let text = m.render();
-        let label = "{endpoint=\"https://rpc.example.org\"}";
-        for line in [
-            format!("resolvd_rpc_endpoint_up{label} 0"),
-            format!("resolvd_rpc_endpoint_head{label} 42"),
-            format!("resolvd_rpc_endpoint_consecutive_errors{label} 3"),
-            format!("resolvd_rpc_endpoint_errors_total{label} 5"),
-            format!("resolvd_rpc_endpoint_requests_total{label} 13"),
-            format!("resolvd_rpc_endpoint_latency_seconds{label} 0.0125"),
-            format!("resolvd_rpc_endpoint_disagreements_total{label} 2"),
-        ] {
-            assert!(text.contains(&line), "{line} missing in\n{text}");
-        }
     }
 }
