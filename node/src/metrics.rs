@@ -359,3 +359,91 @@ impl Metrics {
         family.get_or_create(&ResultLabel { result }).inc();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exported names, which dashboards and alert rules query: touching
+    /// every family gives each a sample, so every name is rendered.
+    #[test]
+    fn metric_names_are_stable() {
+        let m = Metrics::default();
+        let result = ResultLabel { result: "x" };
+        let token = TokenLabel { token: "0x".into() };
+        let endpoint = EndpointLabel { endpoint: "http://x".into() };
+        m.gossip.get_or_create(&GossipLabel { topic: "t", result: "x" }).inc();
+        for f in [
+            &m.replays,
+            &m.anchors,
+            &m.submissions,
+            &m.slashings,
+            &m.content_fetches,
+            &m.gossip_bounded,
+            &m.commit_reveal,
+            &m.partials_verified,
+            &m.content_served,
+        ] {
+            f.get_or_create(&result).inc();
+        }
+        for f in [&m.rewards_earned, &m.rewards_claimed, &m.gas_refunds] {
+            f.get_or_create(&token).set(1.0);
+        }
+        for f in [&m.rpc_endpoint_up, &m.rpc_endpoint_head, &m.rpc_endpoint_consecutive_errors] {
+            f.get_or_create(&endpoint).set(1);
+        }
+        for f in [&m.rpc_endpoint_errors, &m.rpc_endpoint_requests, &m.rpc_endpoint_disagreements] {
+            f.get_or_create(&endpoint).inc();
+        }
+        m.rpc_endpoint_latency.get_or_create(&endpoint).set(1.0);
+        let text = m.render();
+        let mut names: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
+        names.sort_unstable();
+        assert_eq!(names, NAMES);
+    }
+
+    const NAMES: [&str; 42] = [
+        "resolvd_account_balance_wei gauge",
+        "resolvd_account_gas_cap_wei gauge",
+        "resolvd_anchor_checks counter",
+        "resolvd_certificates counter",
+        "resolvd_chain_head gauge",
+        "resolvd_chain_head_lag_blocks gauge",
+        "resolvd_commit_reveal counter",
+        "resolvd_content_fetches counter",
+        "resolvd_content_served counter",
+        "resolvd_dispute_to_certificate_seconds histogram",
+        "resolvd_dispute_to_settlement_seconds histogram",
+        "resolvd_disputes_in_flight gauge",
+        "resolvd_disputes_in_memory gauge",
+        "resolvd_doppelganger_detected gauge",
+        "resolvd_dropped_announcements counter",
+        "resolvd_dropped_partials counter",
+        "resolvd_equivocations counter",
+        "resolvd_gas_refunds gauge",
+        "resolvd_gas_spent_wei gauge",
+        "resolvd_gossip_bounded counter",
+        "resolvd_gossip_messages counter",
+        "resolvd_partials_verified counter",
+        "resolvd_peers gauge",
+        "resolvd_pending_partials gauge",
+        "resolvd_protection_refusals counter",
+        "resolvd_reorg_depth gauge",
+        "resolvd_reorgs counter",
+        "resolvd_replay_queue gauge",
+        "resolvd_replays counter",
+        "resolvd_rewards_claimed gauge",
+        "resolvd_rewards_earned gauge",
+        "resolvd_rpc_endpoint_consecutive_errors gauge",
+        "resolvd_rpc_endpoint_disagreements counter",
+        "resolvd_rpc_endpoint_errors counter",
+        "resolvd_rpc_endpoint_head gauge",
+        "resolvd_rpc_endpoint_latency_seconds gauge",
+        "resolvd_rpc_endpoint_requests counter",
+        "resolvd_rpc_endpoint_up gauge",
+        "resolvd_signatures counter",
+        "resolvd_slashings counter",
+        "resolvd_store_errors counter",
+        "resolvd_submissions counter",
+    ];
+}
