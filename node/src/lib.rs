@@ -1,8 +1,8 @@
 //! resolvd-node: the `resolvd` binary's library. All IO of resolvd lives here:
 //! p2p (libp2p), chain (alloy), store (RocksDB), HTTP API (axum), CLI.
 //!
-//! - [`dispute`]: the dispute state machines, pure protocol logic (no IO,
-//!   no clock): events in, typed actions out;
+//! - [`dispute`]: the dispute engine (the `resolvd-engine` crate: pure
+//!   protocol logic, events in, typed actions out) with libp2p gossip origins;
 //! - [`node`]: the daemon's IO shell: one event loop that routes swarm,
 //!   chain, replay and timer events into the engine and performs its actions;
 //! - [`content`]: content by hash over libp2p, with serving and connection limits;

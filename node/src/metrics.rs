@@ -2,17 +2,13 @@
 
 use prometheus_client::{
     encoding::{text::encode, EncodeLabelSet},
-    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
+use resolvd_engine::EngineMetrics;
 use std::sync::atomic::AtomicU64;
 
-/// A `result` label.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
-    /// What happened.
-    pub result: &'static str,
-}
+pub use resolvd_engine::metrics::ResultLabel;
 
 /// A `topic` + `result` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -41,37 +37,14 @@ pub struct EndpointLabel {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// The engine's metrics (registered here, counted by the engine).
+    pub engine: EngineMetrics,
     /// Gossip messages validated, by topic and result.
     pub gossip: Family<GossipLabel, Counter>,
-    /// Replays finished, by result (reproduced / failed / operational).
-    pub replays: Family<ResultLabel, Counter>,
-    /// Anchor checks, by result (final / not_final / not_canonical / rpc_error).
-    pub anchors: Family<ResultLabel, Counter>,
     /// Replays queued or running.
     pub replay_queue: Gauge,
-    /// Partial signatures made by this node.
-    pub signatures: Counter,
-    /// Signatures refused by slashing protection.
-    pub protection_refusals: Counter,
-    /// Certificates formed or received and verified.
-    pub certificates: Counter,
-    /// `resolve` submissions, by result (sent / already_resolved / error).
-    pub submissions: Family<ResultLabel, Counter>,
-    /// `slashEquivocation` submissions, by result.
-    pub slashings: Family<ResultLabel, Counter>,
-    /// Equivocations detected.
-    pub equivocations: Counter,
     /// Content fetched from peers, by result (ok / duplicate / not_found / wrong_hash / failed).
     pub content_fetches: Family<ResultLabel, Counter>,
-    /// Partials dropped because the buffer for unknown epochs was full.
-    pub dropped_partials: Counter,
-    /// Gossip ignored unverified by a bound, by which (early_quota: a peer's
-    /// share of the early buffers; pending_quota: a peer's messages waiting
-    /// for verification; commits_full; evidence_busy: evidence naming an
-    /// unloaded epoch while another waits for its committee).
-    pub gossip_bounded: Family<ResultLabel, Counter>,
-    /// Commit-reveal events, by result (late_commit / uncounted_reveal / fallback).
-    pub commit_reveal: Family<ResultLabel, Counter>,
     /// Fee rewards earned as a signer (claimed + pending), token base units.
     pub rewards_earned: Family<TokenLabel, Gauge<f64, AtomicU64>>,
     /// Fee rewards claimed, token base units.
@@ -80,16 +53,10 @@ pub struct Metrics {
     pub gas_refunds: Family<TokenLabel, Gauge<f64, AtomicU64>>,
     /// Wei the account paid for its transactions (this data dir's lifetime).
     pub gas_spent_wei: Gauge<f64, AtomicU64>,
-    /// Partials waiting for batch verification.
-    pub pending_partials: Gauge,
-    /// Partial signatures checked by pairing, by result (valid / invalid).
-    pub partials_verified: Family<ResultLabel, Counter>,
     /// Connected peers.
     pub peers: Gauge,
     /// Disputes not yet settled or expired.
     pub disputes_in_flight: Gauge,
-    /// Gossiped announcements not checked because too many checks were in flight.
-    pub dropped_announcements: Counter,
     /// Store writes that failed (the node keeps running; see node/README.md).
     pub store_errors: Counter,
     /// Reorgs of blocks the watcher had handled.
@@ -111,10 +78,6 @@ pub struct Metrics {
     pub content_served: Family<ResultLabel, Counter>,
     /// Disputes held in memory (open and recently finished).
     pub disputes_in_memory: Gauge,
-    /// Seconds from the node learning of a dispute to holding its certificate.
-    pub dispute_to_certificate: Histogram,
-    /// Seconds from the node learning of a dispute to seeing it settled.
-    pub dispute_to_settlement: Histogram,
     /// 1 while an RPC endpoint is up (chain id checked, last request answered).
     pub rpc_endpoint_up: Family<EndpointLabel, Gauge>,
     /// The highest block number an RPC endpoint reported.
@@ -131,38 +94,21 @@ pub struct Metrics {
     pub rpc_endpoint_disagreements: Family<EndpointLabel, Counter>,
 }
 
-fn latency() -> Histogram {
-    Histogram::new([0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
-}
-
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("resolvd");
         let m = Self {
             registry: Registry::default(),
+            engine: EngineMetrics::default(),
             gossip: Family::default(),
-            replays: Family::default(),
-            anchors: Family::default(),
             replay_queue: Gauge::default(),
-            signatures: Counter::default(),
-            protection_refusals: Counter::default(),
-            certificates: Counter::default(),
-            submissions: Family::default(),
-            slashings: Family::default(),
-            equivocations: Counter::default(),
             content_fetches: Family::default(),
-            dropped_partials: Counter::default(),
-            gossip_bounded: Family::default(),
-            commit_reveal: Family::default(),
             rewards_earned: Family::default(),
             rewards_claimed: Family::default(),
             gas_refunds: Family::default(),
             gas_spent_wei: Gauge::default(),
-            pending_partials: Gauge::default(),
-            partials_verified: Family::default(),
             peers: Gauge::default(),
             disputes_in_flight: Gauge::default(),
-            dropped_announcements: Counter::default(),
             store_errors: Counter::default(),
             reorgs: Counter::default(),
             reorg_depth: Gauge::default(),
@@ -173,8 +119,6 @@ impl Default for Metrics {
             account_gas_cap: Gauge::default(),
             content_served: Family::default(),
             disputes_in_memory: Gauge::default(),
-            dispute_to_certificate: latency(),
-            dispute_to_settlement: latency(),
             rpc_endpoint_up: Family::default(),
             rpc_endpoint_head: Family::default(),
             rpc_endpoint_consecutive_errors: Family::default(),
@@ -184,47 +128,11 @@ impl Default for Metrics {
             rpc_endpoint_disagreements: Family::default(),
         };
         registry.register("gossip_messages", "Gossip messages validated", m.gossip.clone());
-        registry.register("replays", "Replays finished", m.replays.clone());
-        registry.register(
-            "anchor_checks",
-            "Anchor blocks checked against the RPC, by result",
-            m.anchors.clone(),
-        );
         registry.register("replay_queue", "Replays queued or running", m.replay_queue.clone());
-        registry.register("signatures", "Partial signatures made", m.signatures.clone());
-        registry.register(
-            "protection_refusals",
-            "Signatures refused by slashing protection",
-            m.protection_refusals.clone(),
-        );
-        registry.register("certificates", "Certificates held", m.certificates.clone());
-        registry.register("submissions", "resolve submissions", m.submissions.clone());
-        registry.register("slashings", "slashEquivocation submissions", m.slashings.clone());
-        registry.register("equivocations", "Equivocations detected", m.equivocations.clone());
         registry.register(
             "content_fetches",
             "Content fetched from peers",
             m.content_fetches.clone(),
-        );
-        registry.register(
-            "dropped_partials",
-            "Partials dropped for a full buffer",
-            m.dropped_partials.clone(),
-        );
-        registry.register(
-            "gossip_bounded",
-            "Gossip ignored unverified by a per-peer quota or cap, by which",
-            m.gossip_bounded.clone(),
-        );
-        registry.register(
-            "partials_verified",
-            "Partial signatures checked by pairing, by result",
-            m.partials_verified.clone(),
-        );
-        registry.register(
-            "commit_reveal",
-            "Commit-reveal: late commitments, uncounted reveals, fallbacks",
-            m.commit_reveal.clone(),
         );
         registry.register(
             "rewards_earned",
@@ -246,18 +154,8 @@ impl Default for Metrics {
             "Wei the account paid for its transactions",
             m.gas_spent_wei.clone(),
         );
-        registry.register(
-            "pending_partials",
-            "Partials awaiting verification",
-            m.pending_partials.clone(),
-        );
         registry.register("peers", "Connected peers", m.peers.clone());
         registry.register("disputes_in_flight", "Disputes in flight", m.disputes_in_flight.clone());
-        registry.register(
-            "dropped_announcements",
-            "Announcements not checked: too many checks in flight",
-            m.dropped_announcements.clone(),
-        );
         registry.register("store_errors", "Failed store writes", m.store_errors.clone());
         registry.register("reorgs", "Reorgs of handled blocks", m.reorgs.clone());
         registry.register("chain_head", "Latest block number seen", m.chain_head.clone());
@@ -297,16 +195,6 @@ impl Default for Metrics {
             m.disputes_in_memory.clone(),
         );
         registry.register(
-            "dispute_to_certificate_seconds",
-            "Dispute seen to certificate held",
-            m.dispute_to_certificate.clone(),
-        );
-        registry.register(
-            "dispute_to_settlement_seconds",
-            "Dispute seen to settlement seen",
-            m.dispute_to_settlement.clone(),
-        );
-        registry.register(
             "rpc_endpoint_up",
             "RPC endpoint up (chain id checked, last request answered)",
             m.rpc_endpoint_up.clone(),
@@ -341,6 +229,7 @@ impl Default for Metrics {
             "Anchor cross-checks that did not follow an RPC endpoint's answer (it called an anchor final, or another block canonical, alone)",
             m.rpc_endpoint_disagreements.clone(),
         );
+        m.engine.register(&mut registry);
         Self { registry, ..m }
     }
 }
@@ -374,14 +263,14 @@ mod tests {
         let endpoint = EndpointLabel { endpoint: "http://x".into() };
         m.gossip.get_or_create(&GossipLabel { topic: "t", result: "x" }).inc();
         for f in [
-            &m.replays,
-            &m.anchors,
-            &m.submissions,
-            &m.slashings,
+            &m.engine.replays,
+            &m.engine.anchors,
+            &m.engine.submissions,
+            &m.engine.slashings,
             &m.content_fetches,
-            &m.gossip_bounded,
-            &m.commit_reveal,
-            &m.partials_verified,
+            &m.engine.gossip_bounded,
+            &m.engine.commit_reveal,
+            &m.engine.partials_verified,
             &m.content_served,
         ] {
             f.get_or_create(&result).inc();

@@ -27,7 +27,7 @@ use crate::{
         SlashRequest, SlashResult, SubmitResult,
     },
     metrics::{GossipLabel, Metrics},
-    p2p::{self, Behaviour, BehaviourEvent, Gossip, P2pConfig, Topic},
+    p2p::{self, Behaviour, BehaviourEvent, Gossip, P2pConfig, Topic, TopicExt},
     signer::commit_message,
     store::{DisputeStatus, SharedStore, Store},
 };
@@ -474,7 +474,7 @@ impl Node {
             detect_doppelganger: cfg.keys.doppelganger_wait_secs > 0 && secret_present,
             ..EngineConfig::default()
         };
-        let mut engine = Engine::new(engine_cfg, domain, my_key, metrics.clone());
+        let mut engine = Engine::new(engine_cfg, domain, my_key, metrics.engine.clone());
         for escrow in &chain.escrows[1..] {
             engine.serve(chain.for_escrow(*escrow).domain());
         }
@@ -800,7 +800,9 @@ impl Node {
                 }
             }
             Action::Publish(gossip) => self.publish(gossip),
-            Action::Report { origin, topic, acceptance } => self.report(&origin, topic, acceptance),
+            Action::Report { origin, topic, acceptance } => {
+                self.report(&origin, topic, crate::dispute::acceptance(acceptance))
+            }
             Action::Submit { deal_id, escrow, certificate } => {
                 let (chain, tx) = (self.chain.for_escrow(escrow), self.tx.clone());
                 tokio::spawn(async move {

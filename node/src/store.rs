@@ -20,6 +20,7 @@
 
 use alloy_primitives::B256;
 use resolvd_consensus::protection::{decide, Decision, ProtectionKey, ProtectionStore};
+pub use resolvd_engine::DisputeStatus;
 use resolvd_proto::{
     content_hash,
     hash::TYPE_TAGS,
@@ -328,18 +329,6 @@ impl Store {
                 .map_err(|_| StoreError::Corrupt { what: "cursor" }),
         }
     }
-}
-
-/// What the node persists about one dispute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum DisputeStatus {
-    /// Confirmed on chain, not settled.
-    Active = 0,
-    /// Settled on chain (or found settled at start).
-    Settled = 1,
-    /// Past its resolve deadline without settlement seen.
-    Expired = 2,
 }
 
 impl Store {
