@@ -854,7 +854,7 @@ fn a_dispute_finished_before_a_restart_is_held_then_pruned() {
 }
 
 /// Not a test: the memory and tick cost of 10,000 settled disputes with and
-/// without eviction (`cargo test -p resolvd-node --lib --release -- --ignored
+/// without eviction (`cargo test -p resolvd-engine --release -- --ignored
 /// --nocapture settled_dispute_cost`). Each dispute has this node's partial
 /// and two others' and a certificate, as on a real 4-member committee.
 #[test]
