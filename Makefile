@@ -30,6 +30,8 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	cd contracts && forge fmt --check
+	python3 node/check-layers.py
+	node/engine/check-deps.sh
 
 rust-test:
 	cargo nextest run --workspace --locked --no-fail-fast

@@ -26,9 +26,9 @@
 //! honest endpoint a block ahead of the others at the edge of finality (a
 //! steady rise on one endpoint is the former).
 
-use crate::rpc::EndpointReader;
+use crate::rpc::{EndpointReader, RPC_CONNECT_TIMEOUT, RPC_TIMEOUT};
 use crate::{
-    chain::{ChainError, RPC_CONNECT_TIMEOUT, RPC_TIMEOUT},
+    chain::ChainError,
     dispute::{AnchorRef, AnchorStatus},
 };
 use alloy_primitives::B256;

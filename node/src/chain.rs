@@ -9,8 +9,8 @@
 use crate::contracts::{
     deal_state, Deal, Evidence, IEscrow, IRegistry, VerdictCommitment as AbiCommitment, IERC20,
 };
-pub use crate::rpc::RpcOptions;
 use crate::rpc::{ConnectError, EndpointHealth, Failover};
+pub use crate::rpc::{RpcOptions, RPC_CONNECT_TIMEOUT, RPC_TIMEOUT};
 use crate::{
     config::{BlockTag, Confirmations},
     dispute::Confirmation,
@@ -24,16 +24,10 @@ use alloy_sol_types::{SolCall, SolEvent, SolInterface};
 use futures::Stream;
 use resolvd_consensus::{Committee, Member, PublicKey, QuorumCertificate, Threshold};
 use resolvd_proto::{wire::DisputeAnnouncement, VerdictCommitment, VerdictDomain};
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
-/// Bound on one JSON-RPC request, connection included: a request to an RPC
-/// endpoint that stops answering fails (and is retried by its caller with
-/// backoff) instead of stalling the watcher or a submission forever.
-pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest wait for a sent transaction's receipt (the caller retries after it).
 pub const RECEIPT_TIMEOUT: Duration = Duration::from_secs(60);
-/// Bound on opening the TCP connection to the RPC endpoint.
-pub const RPC_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A chain failure.
 #[derive(Debug, thiserror::Error)]
@@ -267,32 +261,12 @@ pub struct Chain {
     journal: Option<std::sync::Arc<dyn TxJournal>>,
 }
 
-/// A fee event of an escrow ([`Chain::fee_events`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FeeEvent {
-    /// A certificate's fee was paid out.
-    Distributed {
-        /// The deal token.
-        token: Address,
-        /// The deal's pinned epoch (whose signers accrued).
-        epoch: u64,
-        /// Who sent `resolve` (credited the refund).
-        submitter: Address,
-        /// The refund credited to it.
-        refund: U256,
-    },
-    /// The resolver claimed rewards.
-    Claimed {
-        /// The token.
-        token: Address,
-        /// The amount sent.
-        amount: U256,
-    },
-}
+pub use crate::economics::FeeEvent;
+use crate::economics::Ledger;
 
 /// Persists the node's in-flight transactions, so that a restart resumes a
 /// pending `resolve` or `slash` (same nonce, same signed bytes) instead of
-/// sending it a second time. Implemented by [`crate::store::Store`].
+/// sending it a second time. The node implements it over its store.
 pub trait TxJournal: Send + Sync + std::fmt::Debug {
     /// The transaction in flight for `key`, if any.
     fn load(&self, key: &str) -> Result<Option<PendingTx>, String>;
@@ -325,14 +299,6 @@ pub struct SignedTx {
     pub fees: Fees,
     /// The EIP-2718 bytes broadcast.
     pub raw: Bytes,
-}
-
-/// Loads the transaction account from an encrypted JSON keystore.
-pub fn load_account(keystore: &Path, password_file: &Path) -> eyre::Result<PrivateKeySigner> {
-    let password =
-        crate::keys::PasswordArgs { password_file: Some(password_file.into()) }.password()?;
-    PrivateKeySigner::decrypt_keystore(keystore, password.as_bytes())
-        .map_err(|e| eyre::eyre!("account keystore {}: {e}", keystore.display()))
 }
 
 impl Chain {
@@ -426,7 +392,7 @@ impl Chain {
     /// Every RPC endpoint's health (in `chain.rpc_urls` order): up or down,
     /// head, consecutive errors, last error, latency. For `/status`; the
     /// metrics take the same list through
-    /// [`crate::metrics::Metrics::observe_endpoints`].
+    /// [`crate::observe::endpoints`].
     pub fn endpoints(&self) -> Vec<EndpointHealth> {
         self.transport.endpoints()
     }
@@ -855,6 +821,52 @@ impl Chain {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+
+    /// Brings `ledger` up to block `to`: scans fee logs (in `max_range`
+    /// chunks) from where it stopped, then reads pending rewards and
+    /// claimable credits at `to`.
+    pub async fn update_ledger(
+        &self,
+        ledger: &mut Ledger,
+        resolver: Option<u32>,
+        account: Option<Address>,
+        to: u64,
+        max_range: u64,
+    ) -> Result<(), ChainError> {
+        let mut from = ledger.scanned_to + 1;
+        while from <= to {
+            let end = to.min(from + max_range.max(1) - 1);
+            let events = self.fee_events(from, end, resolver).await?;
+            ledger.apply(&events, account);
+            ledger.scanned_to = end;
+            from = end + 1;
+        }
+        for (token, t) in &mut ledger.tokens {
+            if let Some(r) = resolver {
+                let mut pending = U256::ZERO;
+                for &epoch in &t.epochs {
+                    for &escrow in &self.escrows {
+                        let call = IEscrow::pendingRewardsCall {
+                            token: *token,
+                            resolver: U256::from(r),
+                            epoch: U256::from(epoch),
+                        };
+                        pending += self.view(escrow, call, Some(to)).await?;
+                    }
+                }
+                t.pending = pending;
+            }
+            if let Some(a) = account {
+                let mut claimable = U256::ZERO;
+                for &escrow in &self.escrows {
+                    let call = IEscrow::claimableCall { account: a, token: *token };
+                    claimable += self.view(escrow, call, Some(to)).await?;
+                }
+                t.claimable = claimable;
+            }
+        }
+        Ok(())
     }
 
     /// The served escrows' fee events in `[from, to]`, in chain order:

@@ -14,7 +14,7 @@ use resolvd_consensus::{Attestation, ConflictEvidence};
 use resolvd_node::{
     anchor::AnchorChecker,
     api,
-    chain::{load_account, Chain},
+    chain::Chain,
     config::{LogFormat, NodeConfig},
     contracts::{deal_state, IEscrow, IRegistry},
     dispute::{AnchorRef, AnchorStatus},
@@ -114,7 +114,7 @@ pub(crate) async fn run(config: NodeConfig) -> eyre::Result<()> {
 
 async fn connect(args: &ChainArgs, account: Option<&AccountArgs>) -> eyre::Result<Chain> {
     let signer = match account {
-        Some(a) => Some(load_account(&a.account_keystore, &a.account_password_file)?),
+        Some(a) => Some(keys::load_account(&a.account_keystore, &a.account_password_file)?),
         None => None,
     };
     let rpc = resolvd_node::chain::RpcOptions {

@@ -2,7 +2,7 @@
 //!
 //! Precedence: built-in defaults < the TOML file < `RESOLVD_*` environment
 //! variables < command-line flags (the last two through clap, see
-//! [`crate::cli::RunArgs`]). Unknown keys in the file are errors, so a typo
+//! `RunArgs` in the `resolvd` binary). Unknown keys in the file are errors, so a typo
 //! never silently falls back to a default.
 
 use alloy_primitives::Address;
@@ -171,27 +171,6 @@ impl Default for ChainConfig {
 }
 
 impl ChainConfig {
-    /// The endpoints to use: `rpc_urls` if set, else `rpc_url`, checked
-    /// (schemes, no duplicates), with `ca_file`. Setting `rpc_urls` and
-    /// changing `rpc_url` from its default is an error: which one was meant
-    /// cannot be known. (`--rpc-url` and `RESOLVD_RPC_URL` replace both.)
-    pub fn rpc(&self) -> eyre::Result<crate::rpc::RpcOptions> {
-        eyre::ensure!(
-            self.rpc_urls.is_empty() || self.rpc_url == DEFAULT_RPC_URL,
-            "chain.rpc_url and chain.rpc_urls are both set: keep one (rpc_urls for several \
-             endpoints)"
-        );
-        let urls = if self.rpc_urls.is_empty() {
-            vec![self.rpc_url.clone()]
-        } else {
-            self.rpc_urls.clone()
-        };
-        let options = crate::rpc::RpcOptions { urls, ca_file: self.ca_file.clone() };
-        options.parse().map_err(|e| eyre::eyre!("chain: {e}"))?;
-        self.quorum(options.urls.len())?;
-        Ok(options)
-    }
-
     /// `rpc_quorum` for `endpoints` endpoints (its default when unset),
     /// checked to be between 1 and `endpoints`.
     pub fn quorum(&self, endpoints: usize) -> eyre::Result<usize> {
@@ -392,7 +371,8 @@ impl NodeConfig {
         Self::from_toml(&text).map_err(|e| eyre::eyre!("config {}: {e}", path.display()))
     }
 
-    /// Checks values that parse but cannot work.
+    /// Checks values that parse but cannot work (the RPC endpoints are
+    /// checked by [`crate::rpc::RpcOptions::from_config`]).
     pub fn validate(&self) -> eyre::Result<()> {
         eyre::ensure!(self.chain.escrow != Address::ZERO, "chain.escrow is not set");
         eyre::ensure!(
@@ -404,7 +384,6 @@ impl NodeConfig {
             "keys.remote_signer needs keys.remote_signer_token_file"
         );
         eyre::ensure!(self.chain.max_log_range > 0, "chain.max_log_range must be > 0");
-        self.chain.rpc()?;
         eyre::ensure!(self.pipeline.replay_workers > 0, "pipeline.replay_workers must be > 0");
         eyre::ensure!(
             (1..=16).contains(&self.p2p.mesh),
@@ -459,35 +438,5 @@ mod tests {
             c.p2p.mesh = mesh;
             assert!(c.validate().unwrap_err().to_string().contains("p2p.mesh"), "{mesh}");
         }
-    }
-
-    #[test]
-    fn rpc_url_and_rpc_urls() {
-        let one = NodeConfig::from_toml("[chain]\nrpc_url = \"wss://a.example\"\n").unwrap();
-        assert_eq!(one.chain.rpc().unwrap().urls, ["wss://a.example"]);
-        let text = "[chain]\nrpc_urls = [\"https://a.example\", \"wss://b.example\"]\n\
-                    ca_file = \"/etc/resolvd/ca.pem\"\n";
-        let many = NodeConfig::from_toml(text).unwrap();
-        let rpc = many.chain.rpc().unwrap();
-        assert_eq!(rpc.urls, ["https://a.example", "wss://b.example"]);
-        assert_eq!(rpc.ca_file.as_deref(), Some(std::path::Path::new("/etc/resolvd/ca.pem")));
-        let back = NodeConfig::from_toml(&toml::to_string(&many).unwrap()).unwrap();
-        assert_eq!(back, many);
-        let both = "[chain]\nrpc_url = \"https://a.example\"\nrpc_urls = [\"https://b.example\"]\n";
-        let err = NodeConfig::from_toml(both).unwrap().chain.rpc().unwrap_err();
-        assert!(err.to_string().contains("both set"), "{err}");
-        let two = "[chain]\nrpc_urls = [\"https://a.example\", \"https://b.example\"]\n";
-        let two = NodeConfig::from_toml(two).unwrap();
-        assert_eq!(two.chain.quorum(2).unwrap(), 2);
-        assert_eq!(one.chain.quorum(1).unwrap(), 1);
-        let mut three = two.clone();
-        three.chain.rpc_quorum = Some(3);
-        assert!(three.chain.rpc().unwrap_err().to_string().contains("rpc_quorum"));
-        three.chain.rpc_quorum = Some(0);
-        assert!(three.chain.rpc().is_err());
-        three.chain.rpc_quorum = Some(1);
-        assert_eq!(three.chain.quorum(2).unwrap(), 1);
-        let bad = NodeConfig::from_toml("[chain]\nrpc_urls = [\"ftp://x\"]\n").unwrap();
-        assert!(bad.chain.rpc().unwrap_err().to_string().contains("scheme ftp"));
     }
 }

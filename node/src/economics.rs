@@ -2,17 +2,13 @@
 //! (claimed and still pending), gas refunds credited to the account as the
 //! sender of `resolve`, and the gas the account paid.
 //!
-//! [`Ledger::update`] scans the served escrows' `FeeDistributed` and
+//! [`crate::chain::Chain::update_ledger`] scans the served escrows' `FeeDistributed` and
 //! `RewardsClaimed` logs from where it stopped, then reads what is pending
 //! (`pendingRewards` for every (token, epoch) that received fees) and what the
 //! escrows hold for the account (`claimable`). The node refreshes it every
 //! 30 s and persists it (so a restart does not rescan); `/status` shows it
 //! and the metrics export it. `resolvd rewards` claims.
 
-use crate::{
-    chain::{Chain, ChainError, FeeEvent},
-    contracts::IEscrow,
-};
 use alloy_primitives::{Address, U256};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -74,51 +70,29 @@ impl Ledger {
             }
         }
     }
+}
 
-    /// Scans fee logs up to block `to` (in `max_range` chunks), then reads
-    /// pending rewards and claimable credits at `to`.
-    pub async fn update(
-        &mut self,
-        chain: &Chain,
-        resolver: Option<u32>,
-        account: Option<Address>,
-        to: u64,
-        max_range: u64,
-    ) -> Result<(), ChainError> {
-        let mut from = self.scanned_to + 1;
-        while from <= to {
-            let end = to.min(from + max_range.max(1) - 1);
-            let events = chain.fee_events(from, end, resolver).await?;
-            self.apply(&events, account);
-            self.scanned_to = end;
-            from = end + 1;
-        }
-        for (token, t) in &mut self.tokens {
-            if let Some(r) = resolver {
-                let mut pending = U256::ZERO;
-                for &epoch in &t.epochs {
-                    for &escrow in &chain.escrows {
-                        let call = IEscrow::pendingRewardsCall {
-                            token: *token,
-                            resolver: U256::from(r),
-                            epoch: U256::from(epoch),
-                        };
-                        pending += chain.view(escrow, call, Some(to)).await?;
-                    }
-                }
-                t.pending = pending;
-            }
-            if let Some(a) = account {
-                let mut claimable = U256::ZERO;
-                for &escrow in &chain.escrows {
-                    let call = IEscrow::claimableCall { account: a, token: *token };
-                    claimable += chain.view(escrow, call, Some(to)).await?;
-                }
-                t.claimable = claimable;
-            }
-        }
-        Ok(())
-    }
+/// A fee event of an escrow ([`crate::chain::Chain::fee_events`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FeeEvent {
+    /// A certificate's fee was paid out.
+    Distributed {
+        /// The deal token.
+        token: Address,
+        /// The deal's pinned epoch (whose signers accrued).
+        epoch: u64,
+        /// Who sent `resolve` (credited the refund).
+        submitter: Address,
+        /// The refund credited to it.
+        refund: U256,
+    },
+    /// The resolver claimed rewards.
+    Claimed {
+        /// The token.
+        token: Address,
+        /// The amount sent.
+        amount: U256,
+    },
 }
 
 #[cfg(test)]

@@ -15,6 +15,16 @@ use std::{
 };
 use zeroize::Zeroizing;
 
+/// Loads the transaction account (secp256k1) from an encrypted JSON keystore.
+pub fn load_account(
+    keystore: &Path,
+    password_file: &Path,
+) -> eyre::Result<alloy_signer_local::PrivateKeySigner> {
+    let password = PasswordArgs { password_file: Some(password_file.into()) }.password()?;
+    alloy_signer_local::PrivateKeySigner::decrypt_keystore(keystore, password.as_bytes())
+        .map_err(|e| eyre::eyre!("account keystore {}: {e}", keystore.display()))
+}
+
 /// Environment variable holding the keystore password when no file is given.
 pub const PASSWORD_ENV: &str = "RESOLVD_KEYSTORE_PASSWORD";
 

@@ -1,8 +1,8 @@
 //! resolvd-node: the `resolvd` binary's library. All IO of resolvd lives here:
 //! p2p (libp2p), chain (alloy), store (RocksDB), HTTP API (axum), CLI.
 //!
-//! - [`dispute`]: the dispute state machines, pure protocol logic (no IO,
-//!   no clock): events in, typed actions out;
+//! - [`dispute`]: the dispute engine (the `resolvd-engine` crate: pure
+//!   protocol logic, events in, typed actions out) with libp2p gossip origins;
 //! - [`node`]: the daemon's IO shell: one event loop that routes swarm,
 //!   chain, replay and timer events into the engine and performs its actions;
 //! - [`content`]: content by hash over libp2p, with serving and connection limits;
@@ -12,12 +12,16 @@
 //! - [`p2p`]: gossip and content exchange;
 //! - [`store`]: RocksDB (content, fsync'd slashing protection, disputes,
 //!   partials, certificates, cursor, evidence);
-//! - [`api`], [`metrics`], [`config`]; [`keys`] / [`keystore`] (EIP-2335);
+//! - [`api`] (its accept loop in [`http`]), [`metrics`] (a registry of plain
+//!   values; [`observe`] sets the ones that mirror status), [`config`];
+//!   [`keys`] / [`keystore`] (EIP-2335); [`adapters`]: one leaf's trait over
+//!   another, wired by the node (see `ARCHITECTURE.md` for the import rules);
 //!   [`inspect`]; `devnet` (local network orchestration for tests and demos,
 //!   cargo feature `devnet` only: not in an operator's build) and `netns`
 //!   (its multi-host layout: a network namespace per node over emulated WAN
 //!   links, same feature).
 
+pub mod adapters;
 pub mod anchor;
 pub mod api;
 pub mod chain;
@@ -28,6 +32,7 @@ pub mod contracts;
 pub mod devnet;
 pub mod dispute;
 pub mod economics;
+pub mod http;
 pub mod inspect;
 pub mod interchange;
 pub mod keys;
@@ -36,6 +41,7 @@ pub mod metrics;
 #[cfg(feature = "devnet")]
 pub mod netns;
 pub mod node;
+pub mod observe;
 pub mod p2p;
 pub mod rpc;
 pub mod signer;

@@ -589,6 +589,7 @@ fn main() -> eyre::Result<()> {
             let config = args.effective(cli.log_format)?;
             if args.print_config {
                 config.validate()?;
+                resolvd_node::rpc::RpcOptions::from_config(&config.chain)?;
                 #[allow(clippy::disallowed_macros)]
                 {
                     print!("{}", toml::to_string(&config)?);

@@ -1,19 +1,14 @@
 //! Prometheus metrics (`GET /metrics`, OpenMetrics text).
 
-use crate::rpc::EndpointHealth;
 use prometheus_client::{
     encoding::{text::encode, EncodeLabelSet},
-    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
+use resolvd_engine::EngineMetrics;
 use std::sync::atomic::AtomicU64;
 
-/// A `result` label.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabel {
-    /// What happened.
-    pub result: &'static str,
-}
+pub use resolvd_engine::metrics::ResultLabel;
 
 /// A `topic` + `result` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -34,7 +29,7 @@ pub struct TokenLabel {
 /// An `endpoint` label: an RPC endpoint as `scheme://host[:port]`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EndpointLabel {
-    /// [`crate::rpc::EndpointHealth::endpoint`].
+    /// `scheme://host[:port]` of the endpoint.
     pub endpoint: String,
 }
 
@@ -42,37 +37,14 @@ pub struct EndpointLabel {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// The engine's metrics (registered here, counted by the engine).
+    pub engine: EngineMetrics,
     /// Gossip messages validated, by topic and result.
     pub gossip: Family<GossipLabel, Counter>,
-    /// Replays finished, by result (reproduced / failed / operational).
-    pub replays: Family<ResultLabel, Counter>,
-    /// Anchor checks, by result (final / not_final / not_canonical / rpc_error).
-    pub anchors: Family<ResultLabel, Counter>,
     /// Replays queued or running.
     pub replay_queue: Gauge,
-    /// Partial signatures made by this node.
-    pub signatures: Counter,
-    /// Signatures refused by slashing protection.
-    pub protection_refusals: Counter,
-    /// Certificates formed or received and verified.
-    pub certificates: Counter,
-    /// `resolve` submissions, by result (sent / already_resolved / error).
-    pub submissions: Family<ResultLabel, Counter>,
-    /// `slashEquivocation` submissions, by result.
-    pub slashings: Family<ResultLabel, Counter>,
-    /// Equivocations detected.
-    pub equivocations: Counter,
     /// Content fetched from peers, by result (ok / duplicate / not_found / wrong_hash / failed).
     pub content_fetches: Family<ResultLabel, Counter>,
-    /// Partials dropped because the buffer for unknown epochs was full.
-    pub dropped_partials: Counter,
-    /// Gossip ignored unverified by a bound, by which (early_quota: a peer's
-    /// share of the early buffers; pending_quota: a peer's messages waiting
-    /// for verification; commits_full; evidence_busy: evidence naming an
-    /// unloaded epoch while another waits for its committee).
-    pub gossip_bounded: Family<ResultLabel, Counter>,
-    /// Commit-reveal events, by result (late_commit / uncounted_reveal / fallback).
-    pub commit_reveal: Family<ResultLabel, Counter>,
     /// Fee rewards earned as a signer (claimed + pending), token base units.
     pub rewards_earned: Family<TokenLabel, Gauge<f64, AtomicU64>>,
     /// Fee rewards claimed, token base units.
@@ -81,16 +53,10 @@ pub struct Metrics {
     pub gas_refunds: Family<TokenLabel, Gauge<f64, AtomicU64>>,
     /// Wei the account paid for its transactions (this data dir's lifetime).
     pub gas_spent_wei: Gauge<f64, AtomicU64>,
-    /// Partials waiting for batch verification.
-    pub pending_partials: Gauge,
-    /// Partial signatures checked by pairing, by result (valid / invalid).
-    pub partials_verified: Family<ResultLabel, Counter>,
     /// Connected peers.
     pub peers: Gauge,
     /// Disputes not yet settled or expired.
     pub disputes_in_flight: Gauge,
-    /// Gossiped announcements not checked because too many checks were in flight.
-    pub dropped_announcements: Counter,
     /// Store writes that failed (the node keeps running; see node/README.md).
     pub store_errors: Counter,
     /// Reorgs of blocks the watcher had handled.
@@ -112,10 +78,6 @@ pub struct Metrics {
     pub content_served: Family<ResultLabel, Counter>,
     /// Disputes held in memory (open and recently finished).
     pub disputes_in_memory: Gauge,
-    /// Seconds from the node learning of a dispute to holding its certificate.
-    pub dispute_to_certificate: Histogram,
-    /// Seconds from the node learning of a dispute to seeing it settled.
-    pub dispute_to_settlement: Histogram,
     /// 1 while an RPC endpoint is up (chain id checked, last request answered).
     pub rpc_endpoint_up: Family<EndpointLabel, Gauge>,
     /// The highest block number an RPC endpoint reported.
@@ -132,38 +94,21 @@ pub struct Metrics {
     pub rpc_endpoint_disagreements: Family<EndpointLabel, Counter>,
 }
 
-fn latency() -> Histogram {
-    Histogram::new([0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
-}
-
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("resolvd");
         let m = Self {
             registry: Registry::default(),
+            engine: EngineMetrics::default(),
             gossip: Family::default(),
-            replays: Family::default(),
-            anchors: Family::default(),
             replay_queue: Gauge::default(),
-            signatures: Counter::default(),
-            protection_refusals: Counter::default(),
-            certificates: Counter::default(),
-            submissions: Family::default(),
-            slashings: Family::default(),
-            equivocations: Counter::default(),
             content_fetches: Family::default(),
-            dropped_partials: Counter::default(),
-            gossip_bounded: Family::default(),
-            commit_reveal: Family::default(),
             rewards_earned: Family::default(),
             rewards_claimed: Family::default(),
             gas_refunds: Family::default(),
             gas_spent_wei: Gauge::default(),
-            pending_partials: Gauge::default(),
-            partials_verified: Family::default(),
             peers: Gauge::default(),
             disputes_in_flight: Gauge::default(),
-            dropped_announcements: Counter::default(),
             store_errors: Counter::default(),
             reorgs: Counter::default(),
             reorg_depth: Gauge::default(),
@@ -174,8 +119,6 @@ impl Default for Metrics {
             account_gas_cap: Gauge::default(),
             content_served: Family::default(),
             disputes_in_memory: Gauge::default(),
-            dispute_to_certificate: latency(),
-            dispute_to_settlement: latency(),
             rpc_endpoint_up: Family::default(),
             rpc_endpoint_head: Family::default(),
             rpc_endpoint_consecutive_errors: Family::default(),
@@ -185,47 +128,11 @@ impl Default for Metrics {
             rpc_endpoint_disagreements: Family::default(),
         };
         registry.register("gossip_messages", "Gossip messages validated", m.gossip.clone());
-        registry.register("replays", "Replays finished", m.replays.clone());
-        registry.register(
-            "anchor_checks",
-            "Anchor blocks checked against the RPC, by result",
-            m.anchors.clone(),
-        );
         registry.register("replay_queue", "Replays queued or running", m.replay_queue.clone());
-        registry.register("signatures", "Partial signatures made", m.signatures.clone());
-        registry.register(
-            "protection_refusals",
-            "Signatures refused by slashing protection",
-            m.protection_refusals.clone(),
-        );
-        registry.register("certificates", "Certificates held", m.certificates.clone());
-        registry.register("submissions", "resolve submissions", m.submissions.clone());
-        registry.register("slashings", "slashEquivocation submissions", m.slashings.clone());
-        registry.register("equivocations", "Equivocations detected", m.equivocations.clone());
         registry.register(
             "content_fetches",
             "Content fetched from peers",
             m.content_fetches.clone(),
-        );
-        registry.register(
-            "dropped_partials",
-            "Partials dropped for a full buffer",
-            m.dropped_partials.clone(),
-        );
-        registry.register(
-            "gossip_bounded",
-            "Gossip ignored unverified by a per-peer quota or cap, by which",
-            m.gossip_bounded.clone(),
-        );
-        registry.register(
-            "partials_verified",
-            "Partial signatures checked by pairing, by result",
-            m.partials_verified.clone(),
-        );
-        registry.register(
-            "commit_reveal",
-            "Commit-reveal: late commitments, uncounted reveals, fallbacks",
-            m.commit_reveal.clone(),
         );
         registry.register(
             "rewards_earned",
@@ -247,18 +154,8 @@ impl Default for Metrics {
             "Wei the account paid for its transactions",
             m.gas_spent_wei.clone(),
         );
-        registry.register(
-            "pending_partials",
-            "Partials awaiting verification",
-            m.pending_partials.clone(),
-        );
         registry.register("peers", "Connected peers", m.peers.clone());
         registry.register("disputes_in_flight", "Disputes in flight", m.disputes_in_flight.clone());
-        registry.register(
-            "dropped_announcements",
-            "Announcements not checked: too many checks in flight",
-            m.dropped_announcements.clone(),
-        );
         registry.register("store_errors", "Failed store writes", m.store_errors.clone());
         registry.register("reorgs", "Reorgs of handled blocks", m.reorgs.clone());
         registry.register("chain_head", "Latest block number seen", m.chain_head.clone());
@@ -298,16 +195,6 @@ impl Default for Metrics {
             m.disputes_in_memory.clone(),
         );
         registry.register(
-            "dispute_to_certificate_seconds",
-            "Dispute seen to certificate held",
-            m.dispute_to_certificate.clone(),
-        );
-        registry.register(
-            "dispute_to_settlement_seconds",
-            "Dispute seen to settlement seen",
-            m.dispute_to_settlement.clone(),
-        );
-        registry.register(
             "rpc_endpoint_up",
             "RPC endpoint up (chain id checked, last request answered)",
             m.rpc_endpoint_up.clone(),
@@ -342,6 +229,7 @@ impl Default for Metrics {
             "Anchor cross-checks that did not follow an RPC endpoint's answer (it called an anchor final, or another block canonical, alone)",
             m.rpc_endpoint_disagreements.clone(),
         );
+        m.engine.register(&mut registry);
         Self { registry, ..m }
     }
 }
@@ -355,49 +243,6 @@ impl Metrics {
         out
     }
 
-    /// Sets the fee and gas metrics from the ledger.
-    pub fn observe_ledger(&self, ledger: &crate::economics::Ledger) {
-        for (token, t) in &ledger.tokens {
-            let label = TokenLabel { token: token.to_string() };
-            self.rewards_earned.get_or_create(&label).set(f64::from(t.earned()));
-            self.rewards_claimed.get_or_create(&label).set(f64::from(t.claimed));
-            self.gas_refunds.get_or_create(&label).set(f64::from(t.refunds));
-        }
-        self.gas_spent_wei.set(f64::from(ledger.gas_spent_wei));
-    }
-
-    /// Sets the `rpc_endpoint_*` metrics from [`crate::chain::Chain::endpoints`]
-    /// (call it whenever the status is refreshed; the counters take the
-    /// difference to the totals they last saw).
-    pub fn observe_endpoints(&self, endpoints: &[EndpointHealth]) {
-        for e in endpoints {
-            let label = EndpointLabel { endpoint: e.endpoint.clone() };
-            self.rpc_endpoint_up.get_or_create(&label).set(i64::from(e.up));
-            if let Some(head) = e.head {
-                self.rpc_endpoint_head
-                    .get_or_create(&label)
-                    .set(i64::try_from(head).unwrap_or(i64::MAX));
-            }
-            self.rpc_endpoint_consecutive_errors
-                .get_or_create(&label)
-                .set(i64::try_from(e.consecutive_errors).unwrap_or(i64::MAX));
-            for (family, total) in [
-                (&self.rpc_endpoint_errors, e.errors),
-                (&self.rpc_endpoint_requests, e.requests),
-                (&self.rpc_endpoint_disagreements, e.disagreements),
-            ] {
-                let counter = family.get_or_create(&label);
-                let seen = counter.get();
-                if total > seen {
-                    counter.inc_by(total - seen);
-                }
-            }
-            if let Some(ms) = e.latency_ms {
-                self.rpc_endpoint_latency.get_or_create(&label).set(ms / 1_000.0);
-            }
-        }
-    }
-
     /// Increments `family{result}`.
     pub fn count(family: &Family<ResultLabel, Counter>, result: &'static str) {
         family.get_or_create(&ResultLabel { result }).inc();
@@ -407,45 +252,87 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rpc::{EndpointHealth, EndpointKind};
 
+    /// The exported names, which dashboards and alert rules query: touching
+    /// every family gives each a sample, so every name is rendered.
     #[test]
-    fn endpoint_health_is_exported() {
+    fn metric_names_are_stable() {
         let m = Metrics::default();
-        let mut e = EndpointHealth {
-            endpoint: "https://rpc.example.org".into(),
-            kind: EndpointKind::Http,
-            up: true,
-            chain_id: Some(1),
-            refused: false,
-            head: Some(42),
-            consecutive_errors: 0,
-            requests: 10,
-            errors: 2,
-            last_error: None,
-            latency_ms: Some(12.5),
-            disagreements: 0,
-            last_disagreement: None,
-        };
-        m.observe_endpoints(std::slice::from_ref(&e));
-        e.up = false;
-        e.consecutive_errors = 3;
-        e.errors = 5;
-        e.requests = 13;
-        e.disagreements = 2;
-        m.observe_endpoints(&[e]);
-        let text = m.render();
-        let label = "{endpoint=\"https://rpc.example.org\"}";
-        for line in [
-            format!("resolvd_rpc_endpoint_up{label} 0"),
-            format!("resolvd_rpc_endpoint_head{label} 42"),
-            format!("resolvd_rpc_endpoint_consecutive_errors{label} 3"),
-            format!("resolvd_rpc_endpoint_errors_total{label} 5"),
-            format!("resolvd_rpc_endpoint_requests_total{label} 13"),
-            format!("resolvd_rpc_endpoint_latency_seconds{label} 0.0125"),
-            format!("resolvd_rpc_endpoint_disagreements_total{label} 2"),
+        let result = ResultLabel { result: "x" };
+        let token = TokenLabel { token: "0x".into() };
+        let endpoint = EndpointLabel { endpoint: "http://x".into() };
+        m.gossip.get_or_create(&GossipLabel { topic: "t", result: "x" }).inc();
+        for f in [
+            &m.engine.replays,
+            &m.engine.anchors,
+            &m.engine.submissions,
+            &m.engine.slashings,
+            &m.content_fetches,
+            &m.engine.gossip_bounded,
+            &m.engine.commit_reveal,
+            &m.engine.partials_verified,
+            &m.content_served,
         ] {
-            assert!(text.contains(&line), "{line} missing in\n{text}");
+            f.get_or_create(&result).inc();
         }
+        for f in [&m.rewards_earned, &m.rewards_claimed, &m.gas_refunds] {
+            f.get_or_create(&token).set(1.0);
+        }
+        for f in [&m.rpc_endpoint_up, &m.rpc_endpoint_head, &m.rpc_endpoint_consecutive_errors] {
+            f.get_or_create(&endpoint).set(1);
+        }
+        for f in [&m.rpc_endpoint_errors, &m.rpc_endpoint_requests, &m.rpc_endpoint_disagreements] {
+            f.get_or_create(&endpoint).inc();
+        }
+        m.rpc_endpoint_latency.get_or_create(&endpoint).set(1.0);
+        let text = m.render();
+        let mut names: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
+        names.sort_unstable();
+        assert_eq!(names, NAMES);
     }
+
+    const NAMES: [&str; 42] = [
+        "resolvd_account_balance_wei gauge",
+        "resolvd_account_gas_cap_wei gauge",
+        "resolvd_anchor_checks counter",
+        "resolvd_certificates counter",
+        "resolvd_chain_head gauge",
+        "resolvd_chain_head_lag_blocks gauge",
+        "resolvd_commit_reveal counter",
+        "resolvd_content_fetches counter",
+        "resolvd_content_served counter",
+        "resolvd_dispute_to_certificate_seconds histogram",
+        "resolvd_dispute_to_settlement_seconds histogram",
+        "resolvd_disputes_in_flight gauge",
+        "resolvd_disputes_in_memory gauge",
+        "resolvd_doppelganger_detected gauge",
+        "resolvd_dropped_announcements counter",
+        "resolvd_dropped_partials counter",
+        "resolvd_equivocations counter",
+        "resolvd_gas_refunds gauge",
+        "resolvd_gas_spent_wei gauge",
+        "resolvd_gossip_bounded counter",
+        "resolvd_gossip_messages counter",
+        "resolvd_partials_verified counter",
+        "resolvd_peers gauge",
+        "resolvd_pending_partials gauge",
+        "resolvd_protection_refusals counter",
+        "resolvd_reorg_depth gauge",
+        "resolvd_reorgs counter",
+        "resolvd_replay_queue gauge",
+        "resolvd_replays counter",
+        "resolvd_rewards_claimed gauge",
+        "resolvd_rewards_earned gauge",
+        "resolvd_rpc_endpoint_consecutive_errors gauge",
+        "resolvd_rpc_endpoint_disagreements counter",
+        "resolvd_rpc_endpoint_errors counter",
+        "resolvd_rpc_endpoint_head gauge",
+        "resolvd_rpc_endpoint_latency_seconds gauge",
+        "resolvd_rpc_endpoint_requests counter",
+        "resolvd_rpc_endpoint_up gauge",
+        "resolvd_signatures counter",
+        "resolvd_slashings counter",
+        "resolvd_store_errors counter",
+        "resolvd_submissions counter",
+    ];
 }

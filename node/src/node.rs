@@ -27,7 +27,8 @@ use crate::{
         SlashRequest, SlashResult, SubmitResult,
     },
     metrics::{GossipLabel, Metrics},
-    p2p::{self, Behaviour, BehaviourEvent, Gossip, P2pConfig, Topic},
+    p2p::{self, Behaviour, BehaviourEvent, Gossip, P2pConfig, Topic, TopicExt},
+    signer::commit_message,
     store::{DisputeStatus, SharedStore, Store},
 };
 use alloy_primitives::{Address, B256};
@@ -320,6 +321,7 @@ impl Node {
     /// Opens the store, loads keys, connects to the chain and the network.
     pub async fn start(cfg: NodeConfig) -> eyre::Result<(Self, Arc<Shared>)> {
         cfg.validate()?;
+        let rpc = crate::rpc::RpcOptions::from_config(&cfg.chain)?;
         std::fs::create_dir_all(&cfg.data_dir)?;
         let store = Arc::new(Store::open(&cfg.data_dir.join("db"))?);
         let secret = match &cfg.keys.bls_keystore {
@@ -330,10 +332,9 @@ impl Node {
             None => None,
         };
         let account = match (&cfg.chain.account_keystore, &cfg.chain.account_password_file) {
-            (Some(k), Some(p)) => Some(crate::chain::load_account(k, p)?),
+            (Some(k), Some(p)) => Some(crate::keys::load_account(k, p)?),
             _ => None,
         };
-        let rpc = cfg.chain.rpc()?;
         let chain = with_retries("connecting to the chain", 10, || {
             Chain::connect_with(&rpc, cfg.chain.escrow, account.clone())
         })
@@ -348,7 +349,7 @@ impl Node {
             ),
             Some(_) => {}
         }
-        let mut chain = chain.with_journal(Arc::new(SharedStore(store.clone())));
+        let mut chain = chain.with_journal(Arc::new(crate::adapters::StoreJournal(store.clone())));
         chain.fees = crate::chain::FeePolicy {
             max_fee_per_gas: u128::from(cfg.chain.max_fee_per_gas),
             priority_percentile: f64::from(cfg.chain.priority_fee_percentile.min(100)),
@@ -493,7 +494,7 @@ impl Node {
             detect_doppelganger: cfg.keys.doppelganger_wait_secs > 0 && secret_present,
             ..EngineConfig::default()
         };
-        let mut engine = Engine::new(engine_cfg, domain, my_key, metrics.clone());
+        let mut engine = Engine::new(engine_cfg, domain, my_key, metrics.engine.clone());
         for escrow in &chain.escrows[1..] {
             engine.serve(chain.for_escrow(*escrow).domain());
         }
@@ -820,7 +821,9 @@ impl Node {
                 }
             }
             Action::Publish(gossip) => self.publish(gossip),
-            Action::Report { origin, topic, acceptance } => self.report(&origin, topic, acceptance),
+            Action::Report { origin, topic, acceptance } => {
+                self.report(&origin, topic, crate::dispute::acceptance(acceptance))
+            }
             Action::Submit { deal_id, escrow, certificate } => {
                 let (chain, tx) = (self.chain.for_escrow(escrow), self.tx.clone());
                 tokio::spawn(async move {
@@ -1409,7 +1412,7 @@ impl Node {
         metrics.chain_head_lag.set(i64::try_from(head.saturating_sub(self.cursor)).unwrap_or(0));
         let epoch = self.engine.current_epoch();
         let rpc_endpoints = self.chain.endpoints();
-        metrics.observe_endpoints(&rpc_endpoints);
+        crate::observe::endpoints(metrics, &rpc_endpoints);
         let status = Status {
             peer_id: self.swarm.local_peer_id().to_string(),
             listen: self.swarm.listeners().map(ToString::to_string).collect(),
@@ -1474,7 +1477,7 @@ fn spawn_ledger(
             resolver = index.or(resolver);
             let update = async {
                 let to = chain.confirmed(confirmations).await?.block;
-                ledger.update(&chain, resolver, chain.account, to, max_range).await
+                chain.update_ledger(&mut ledger, resolver, chain.account, to, max_range).await
             };
             match update.await {
                 Ok(()) => {
@@ -1483,7 +1486,7 @@ fn spawn_ledger(
                     if let Err(e) = store.put_ledger(&ledger) {
                         warn!(target: "node", error = %e, "cannot persist the fee ledger");
                     }
-                    shared.metrics.observe_ledger(&ledger);
+                    crate::observe::ledger(&shared.metrics, &ledger);
                     *view.write().unwrap_or_else(std::sync::PoisonError::into_inner) =
                         Some(ledger.clone());
                 }
@@ -1784,11 +1787,4 @@ async fn watch(
             return;
         }
     }
-}
-
-/// The message a commitment signature covers ([`PartialCommit::signing_message`])
-/// for the partial `signature` of `index` in `epoch` for `deal_id`.
-pub(crate) fn commit_message(deal_id: B256, epoch: u64, index: u32, signature: &[u8; 96]) -> B256 {
-    let commit = resolvd_proto::wire::partial_commit(epoch, index, signature);
-    PartialCommit::message(&deal_id, epoch, index, &commit)
 }

@@ -23,8 +23,7 @@ use libp2p::{
 use resolvd_proto::{
     content_hash,
     wire::{
-        ConflictEvidence, ContentRequest, ContentResponse, DisputeAnnouncement, PartialCommit,
-        QuorumCertificate, SignedVerdict, WireMessage, MAX_CONTENT_RESPONSE_LEN, MAX_GOSSIP_LEN,
+        ContentRequest, ContentResponse, WireMessage, MAX_CONTENT_RESPONSE_LEN, MAX_GOSSIP_LEN,
     },
     WireError,
 };
@@ -36,93 +35,23 @@ pub const CONTENT_STREAMS: usize = 8;
 /// The request-response protocol for content by hash.
 pub const CONTENT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/content/1");
 
-/// Gossip topics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Topic {
-    /// `DisputeAnnouncement`s.
-    Disputes,
-    /// Partial signatures (`SignedVerdict`).
-    Verdicts,
-    /// Commitments to partials (`PartialCommit`), when commit-reveal is on.
-    Commits,
-    /// `QuorumCertificate`s.
-    Certificates,
-    /// `ConflictEvidence`.
-    Evidence,
-}
+pub use resolvd_proto::wire::{Gossip, Topic};
 
-impl Topic {
-    /// Every topic.
-    pub const ALL: [Self; 5] =
-        [Self::Disputes, Self::Verdicts, Self::Commits, Self::Certificates, Self::Evidence];
-
+/// A [`Topic`] as gossipsub names it.
+pub trait TopicExt: Sized {
     /// The gossipsub topic.
-    pub fn ident(self) -> IdentTopic {
-        IdentTopic::new(match self {
-            Self::Disputes => "resolvd/v1/disputes",
-            Self::Verdicts => "resolvd/v1/verdicts",
-            Self::Commits => "resolvd/v1/commits",
-            Self::Certificates => "resolvd/v1/certificates",
-            Self::Evidence => "resolvd/v1/evidence",
-        })
-    }
-
-    /// A short name for metrics labels.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Disputes => "disputes",
-            Self::Verdicts => "verdicts",
-            Self::Commits => "commits",
-            Self::Certificates => "certificates",
-            Self::Evidence => "evidence",
-        }
-    }
-
+    fn ident(self) -> IdentTopic;
     /// The topic of a gossipsub topic hash, if it is one of ours.
-    pub fn from_hash(hash: &TopicHash) -> Option<Self> {
+    fn from_hash(hash: &TopicHash) -> Option<Self>;
+}
+
+impl TopicExt for Topic {
+    fn ident(self) -> IdentTopic {
+        IdentTopic::new(self.name())
+    }
+
+    fn from_hash(hash: &TopicHash) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.ident().hash() == *hash)
-    }
-}
-
-/// A gossip message decoded into its validated wire type.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Gossip {
-    /// On `Disputes`.
-    Dispute(DisputeAnnouncement),
-    /// On `Verdicts`.
-    Verdict(SignedVerdict),
-    /// On `Commits`.
-    Commit(PartialCommit),
-    /// On `Certificates`.
-    Certificate(Box<QuorumCertificate>),
-    /// On `Evidence`.
-    Evidence(Box<ConflictEvidence>),
-}
-
-impl Gossip {
-    /// Decodes `data` as the message type of `topic` (size-checked first);
-    /// only the canonical encoding is accepted ([`WireMessage::decode_canonical`]).
-    pub fn decode(topic: Topic, data: &[u8]) -> Result<Self, WireError> {
-        Ok(match topic {
-            Topic::Disputes => Self::Dispute(DisputeAnnouncement::decode_canonical(data)?),
-            Topic::Verdicts => Self::Verdict(SignedVerdict::decode_canonical(data)?),
-            Topic::Commits => Self::Commit(PartialCommit::decode_canonical(data)?),
-            Topic::Certificates => {
-                Self::Certificate(Box::new(QuorumCertificate::decode_canonical(data)?))
-            }
-            Topic::Evidence => Self::Evidence(Box::new(ConflictEvidence::decode_canonical(data)?)),
-        })
-    }
-
-    /// The topic and bytes to publish.
-    pub fn encode(&self) -> (Topic, Vec<u8>) {
-        match self {
-            Self::Dispute(m) => (Topic::Disputes, m.encode_wire()),
-            Self::Verdict(m) => (Topic::Verdicts, m.encode_wire()),
-            Self::Commit(m) => (Topic::Commits, m.encode_wire()),
-            Self::Certificate(m) => (Topic::Certificates, m.encode_wire()),
-            Self::Evidence(m) => (Topic::Evidence, m.encode_wire()),
-        }
     }
 }
 
@@ -411,6 +340,7 @@ pub fn build_swarm(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use resolvd_proto::wire::PartialCommit;
 
     /// Byte-different encodings of one message are not accepted as gossip
     /// (each would be a new gossipsub message id: accepted, forwarded and

@@ -21,7 +21,7 @@
 //! would give alike).
 //! A failed endpoint is tried again first once a probe has seen it answer.
 
-use crate::chain::{RPC_CONNECT_TIMEOUT, RPC_TIMEOUT};
+use crate::config::{ChainConfig, DEFAULT_RPC_URL};
 use alloy_json_rpc::{RequestPacket, ResponsePacket};
 use alloy_primitives::{B256, U64};
 use alloy_pubsub::{ConnectionHandle, PubSubConnect, PubSubFrontend};
@@ -44,6 +44,13 @@ use std::{
     time::{Duration, Instant},
 };
 use tracing::{debug, error, info, warn};
+
+/// Bound on one JSON-RPC request, connection included: a request to an RPC
+/// endpoint that stops answering fails (and is retried by its caller with
+/// backoff) instead of stalling the watcher or a submission forever.
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound on opening the TCP connection to the RPC endpoint.
+pub const RPC_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Interval of the health probe: an endpoint that served no head within it
 /// (a backup, or one that failed) is asked for `eth_blockNumber` (or, until
@@ -103,6 +110,28 @@ impl RpcOptions {
     /// One endpoint, the webpki roots only.
     pub fn single(url: &str) -> Self {
         Self { urls: vec![url.to_owned()], ca_file: None }
+    }
+
+    /// The endpoints a node's `[chain]` section names: `rpc_urls` if set,
+    /// else `rpc_url`, checked (schemes, no duplicates, `rpc_quorum`), with
+    /// `ca_file`. Setting `rpc_urls` and changing `rpc_url` from its default
+    /// is an error: which one was meant cannot be known. (`--rpc-url` and
+    /// `RESOLVD_RPC_URL` replace both.)
+    pub fn from_config(chain: &ChainConfig) -> eyre::Result<Self> {
+        eyre::ensure!(
+            chain.rpc_urls.is_empty() || chain.rpc_url == DEFAULT_RPC_URL,
+            "chain.rpc_url and chain.rpc_urls are both set: keep one (rpc_urls for several \
+             endpoints)"
+        );
+        let urls = if chain.rpc_urls.is_empty() {
+            vec![chain.rpc_url.clone()]
+        } else {
+            chain.rpc_urls.clone()
+        };
+        let options = Self { urls, ca_file: chain.ca_file.clone() };
+        options.parse().map_err(|e| eyre::eyre!("chain: {e}"))?;
+        chain.quorum(options.urls.len())?;
+        Ok(options)
     }
 
     /// Parses every URL (the schemes above only; no two alike).
@@ -966,6 +995,46 @@ impl PubSubConnect for WsConnector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_from_config() {
+        let one = crate::config::NodeConfig::from_toml("[chain]\nrpc_url = \"wss://a.example\"\n")
+            .unwrap();
+        assert_eq!(RpcOptions::from_config(&one.chain).unwrap().urls, ["wss://a.example"]);
+        let text = "[chain]\nrpc_urls = [\"https://a.example\", \"wss://b.example\"]\n\
+                    ca_file = \"/etc/resolvd/ca.pem\"\n";
+        let many = crate::config::NodeConfig::from_toml(text).unwrap();
+        let rpc = RpcOptions::from_config(&many.chain).unwrap();
+        assert_eq!(rpc.urls, ["https://a.example", "wss://b.example"]);
+        assert_eq!(rpc.ca_file.as_deref(), Some(std::path::Path::new("/etc/resolvd/ca.pem")));
+        let back = crate::config::NodeConfig::from_toml(&toml::to_string(&many).unwrap()).unwrap();
+        assert_eq!(back, many);
+        let both = "[chain]\nrpc_url = \"https://a.example\"\nrpc_urls = [\"https://b.example\"]\n";
+        let err =
+            RpcOptions::from_config(&crate::config::NodeConfig::from_toml(both).unwrap().chain)
+                .unwrap_err();
+        assert!(err.to_string().contains("both set"), "{err}");
+        let two = "[chain]\nrpc_urls = [\"https://a.example\", \"https://b.example\"]\n";
+        let two = crate::config::NodeConfig::from_toml(two).unwrap();
+        assert_eq!(two.chain.quorum(2).unwrap(), 2);
+        assert_eq!(one.chain.quorum(1).unwrap(), 1);
+        let mut three = two.clone();
+        three.chain.rpc_quorum = Some(3);
+        assert!(RpcOptions::from_config(&three.chain)
+            .unwrap_err()
+            .to_string()
+            .contains("rpc_quorum"));
+        three.chain.rpc_quorum = Some(0);
+        assert!(RpcOptions::from_config(&three.chain).is_err());
+        three.chain.rpc_quorum = Some(1);
+        assert_eq!(three.chain.quorum(2).unwrap(), 1);
+        let bad =
+            crate::config::NodeConfig::from_toml("[chain]\nrpc_urls = [\"ftp://x\"]\n").unwrap();
+        assert!(RpcOptions::from_config(&bad.chain)
+            .unwrap_err()
+            .to_string()
+            .contains("scheme ftp"));
+    }
 
     #[test]
     fn urls_are_checked_and_redacted() {

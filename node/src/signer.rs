@@ -24,10 +24,10 @@
 //!   protection refuses (a different commitment was signed for the deal).
 
 use crate::{
-    api::{accept_loop, Limits, Listener},
+    http::{accept_loop, Limits, Listener},
     store::{SharedStore, Store},
 };
-use alloy_primitives::{hex, Address};
+use alloy_primitives::{hex, Address, B256};
 use axum::{
     body::Body,
     extract::State,
@@ -243,12 +243,7 @@ async fn sign(State(s): State<Arc<Signer>>, headers: HeaderMap, body: Body) -> R
         let sig = signer.sign(&req.domain, &req.commitment)?;
         // Only a commitment to the partial just signed (under protection).
         let commit = req.commit.map(|c| {
-            signer.sign_commit(&crate::node::commit_message(
-                deal,
-                c.epoch,
-                c.signer_index,
-                &sig.compress(),
-            ))
+            signer.sign_commit(&commit_message(deal, c.epoch, c.signer_index, &sig.compress()))
         });
         Ok::<_, resolvd_consensus::Error>((sig, commit))
     });
@@ -440,11 +435,17 @@ impl RemoteSigner {
             .ok_or_else(|| RemoteError::Failed("no commitSignature".into()))?;
         let c =
             Signature::from_compressed(&bytes).map_err(|e| RemoteError::Failed(e.to_string()))?;
-        let message =
-            crate::node::commit_message(commitment.deal_id, epoch, index, &sig.compress());
+        let message = commit_message(commitment.deal_id, epoch, index, &sig.compress());
         c.verify_commit(key, &message).map_err(|e| {
             RemoteError::Failed(format!("the signer's commitment signature does not verify: {e}"))
         })?;
         Ok((sig, Some(c)))
     }
+}
+
+/// The message a commitment signature covers ([`resolvd_proto::wire::PartialCommit::message`])
+/// for the partial `signature` of `index` in `epoch` for `deal_id`.
+pub(crate) fn commit_message(deal_id: B256, epoch: u64, index: u32, signature: &[u8; 96]) -> B256 {
+    let commit = resolvd_proto::wire::partial_commit(epoch, index, signature);
+    resolvd_proto::wire::PartialCommit::message(&deal_id, epoch, index, &commit)
 }

@@ -9,6 +9,8 @@
 //! | `certificates` | dealId (32) | wire `QuorumCertificate` | WAL |
 //! | `cursor` | name | u64 big-endian | fsync |
 //! | `evidence` | dealId ‖ resolver index (36) | slashing transaction hash (32) | WAL |
+//! | `txs` | intent key | in-flight transaction, JSON | fsync |
+//! | `ledger` | `ledger` | the fee ledger, JSON | fsync |
 //!
 //! Content is stored hash-first: bytes go in only under the hash they hash to.
 //! Slashing-protection records are applied atomically (a process-wide lock)
@@ -18,6 +20,7 @@
 
 use alloy_primitives::B256;
 use resolvd_consensus::protection::{decide, Decision, ProtectionKey, ProtectionStore};
+pub use resolvd_engine::DisputeStatus;
 use resolvd_proto::{
     content_hash,
     hash::TYPE_TAGS,
@@ -56,6 +59,16 @@ pub enum StoreError {
         expected: ContentHash,
         /// Hash of the bytes.
         computed: ContentHash,
+    },
+    /// A JSON record that does not (de)serialise.
+    #[error("corrupt record {key} in {column}: {source}")]
+    Json {
+        /// Its column family.
+        column: &'static str,
+        /// Its key.
+        key: String,
+        /// What serde_json said.
+        source: serde_json::Error,
     },
     /// A type tag resolvd does not know.
     #[error("unknown content type tag {0:?}")]
@@ -318,18 +331,6 @@ impl Store {
     }
 }
 
-/// What the node persists about one dispute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum DisputeStatus {
-    /// Confirmed on chain, not settled.
-    Active = 0,
-    /// Settled on chain (or found settled at start).
-    Settled = 1,
-    /// Past its resolve deadline without settlement seen.
-    Expired = 2,
-}
-
 impl Store {
     /// Persists a dispute: status byte, then the wire announcement.
     pub fn put_dispute(
@@ -504,8 +505,7 @@ impl ProtectionStore for SharedStore {
     }
 }
 
-/// In-flight transactions, one record per intent key (JSON: it is small,
-/// rare and read by operators inspecting a data dir), written with fsync.
+/// The fee ledger (JSON, fsync'd).
 impl Store {
     /// The operator's fee ledger ([`crate::economics::Ledger`]), if recorded.
     pub fn ledger(&self) -> Result<Option<crate::economics::Ledger>, StoreError> {
@@ -522,22 +522,60 @@ impl Store {
     }
 }
 
-impl crate::chain::TxJournal for SharedStore {
-    fn load(&self, key: &str) -> Result<Option<crate::chain::PendingTx>, String> {
-        let Some(bytes) = self.0.db.get_cf(self.0.cf("txs"), key).map_err(|e| e.to_string())?
-        else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("corrupt record {key}: {e}"))
+/// Small JSON records (the in-flight transactions of the `txs` column, one
+/// per intent key: small, rare and read by operators inspecting a data dir),
+/// written with fsync.
+impl Store {
+    /// The record `key` of `column`, if any.
+    pub fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        column: JsonColumn,
+        key: &str,
+    ) -> Result<Option<T>, StoreError> {
+        let Some(bytes) = self.db.get_cf(self.cf(column.name()), key)? else { return Ok(None) };
+        serde_json::from_slice(&bytes).map(Some).map_err(|source| StoreError::Json {
+            column: column.name(),
+            key: key.to_owned(),
+            source,
+        })
     }
 
-    fn save(&self, key: &str, tx: &crate::chain::PendingTx) -> Result<(), String> {
-        let bytes = serde_json::to_vec(tx).map_err(|e| e.to_string())?;
-        self.0.db.put_cf_opt(self.0.cf("txs"), key, bytes, &synced()).map_err(|e| e.to_string())
+    /// Writes the record `key` of `column` (fsync'd).
+    pub fn put_json<T: serde::Serialize>(
+        &self,
+        column: JsonColumn,
+        key: &str,
+        value: &T,
+    ) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(value).map_err(|source| StoreError::Json {
+            column: column.name(),
+            key: key.to_owned(),
+            source,
+        })?;
+        self.db.put_cf_opt(self.cf(column.name()), key, bytes, &synced())?;
+        Ok(())
     }
 
-    fn clear(&self, key: &str) -> Result<(), String> {
-        self.0.db.delete_cf_opt(self.0.cf("txs"), key, &synced()).map_err(|e| e.to_string())
+    /// Deletes the record `key` of `column` (fsync'd).
+    pub fn delete_json(&self, column: JsonColumn, key: &str) -> Result<(), StoreError> {
+        self.db.delete_cf_opt(self.cf(column.name()), key, &synced())?;
+        Ok(())
+    }
+}
+
+/// A column family of JSON records ([`Store::json`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JsonColumn {
+    /// `txs`: in-flight transactions by intent key.
+    Txs,
+}
+
+impl JsonColumn {
+    const fn name(self) -> &'static str {
+        match self {
+            Self::Txs => "txs",
+        }
     }
 }
 

@@ -249,6 +249,13 @@ impl ContentType for PrestateAnchorV1 {
     const TYPE_TAG: &'static str = "prestate-anchor";
 }
 
+/// The id of the EVM V1 backend, `content_hash("backend-id", "resolvd-evm-v1")`:
+/// the `backend_id` of a [`PrestateAnchorV1`] whose body is an [`EvmAnchorV1`]
+/// and of a [`SpecV1`] the revm backend (`resolvd-replay`) replays. Defined
+/// here so that code which only reads anchors needs no EVM.
+pub static EVM_BACKEND_ID: std::sync::LazyLock<B256> =
+    std::sync::LazyLock::new(|| content_hash("backend-id", b"resolvd-evm-v1"));
+
 /// The EVM anchor body: a finalized block and its full execution environment.
 /// Tags: 1 chainId, 2 blockNumber, 3 blockHash, 4 stateRoot, 5 timestamp,
 /// 6 baseFee, 7 gasLimit, 8 coinbase, 9 prevrandao, 10 specId,

@@ -36,9 +36,9 @@ verdict: Reproduced iff success AND return data == claimedResult AND predicate t
   invalid transaction, revert, halt, claim mismatch or false predicate = Failed
 resultHash=content_hash(evm-return-data, output); POSTSTATE_DELTA saturates at 0";
 
-/// `content_hash("backend-id", "resolvd-evm-v1")`.
-pub static BACKEND_ID: LazyLock<B256> =
-    LazyLock::new(|| content_hash("backend-id", b"resolvd-evm-v1"));
+/// `content_hash("backend-id", "resolvd-evm-v1")`, defined in
+/// [`resolvd_proto::EVM_BACKEND_ID`] (code that reads anchors needs no revm).
+pub use resolvd_proto::EVM_BACKEND_ID as BACKEND_ID;
 
 /// `content_hash("backend-version", BACKEND_CONFIG)`.
 pub static BACKEND_VERSION_HASH: LazyLock<B256> =

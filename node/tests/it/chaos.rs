@@ -22,7 +22,7 @@ use resolvd_consensus::protection::ProtectionKey;
 use resolvd_node::{
     config::{Byzantine, FaultConfig},
     devnet::{DealKind, Devnet},
-    p2p::{build_swarm, BehaviourEvent, Gossip, Topic},
+    p2p::{build_swarm, BehaviourEvent, Gossip, Topic, TopicExt},
 };
 use resolvd_proto::{wire::SignedVerdict, VerdictDomain};
 use std::{

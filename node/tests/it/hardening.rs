@@ -122,7 +122,7 @@ async fn hostile_flood(
     flood: Flood,
 ) -> (Arc<AtomicU64>, tokio::sync::oneshot::Sender<()>) {
     use libp2p::{gossipsub, swarm::SwarmEvent};
-    use resolvd_node::p2p::{build_swarm, BehaviourEvent, Topic};
+    use resolvd_node::p2p::{build_swarm, BehaviourEvent, Topic, TopicExt};
     use resolvd_proto::wire::{DisputeAnnouncement, QuorumCertificate, WireMessage};
 
     let config = crate::p2p::loopback(2, Duration::from_millis(200));

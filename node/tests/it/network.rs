@@ -399,7 +399,7 @@ async fn hostile(
 ) -> (libp2p::PeerId, tokio::sync::oneshot::Sender<()>) {
     use futures::StreamExt;
     use libp2p::{gossipsub, request_response, swarm::SwarmEvent};
-    use resolvd_node::p2p::{build_swarm, BehaviourEvent, P2pConfig, Topic};
+    use resolvd_node::p2p::{build_swarm, BehaviourEvent, P2pConfig, Topic, TopicExt};
     use resolvd_proto::wire::{ContentResponse, SignedVerdict, WireMessage};
 
     // Large enough to try sending an oversized message.
@@ -549,7 +549,7 @@ async fn byzantine_resolver_is_slashed_once_and_hostile_peer_is_penalised() {
     let m0 = net.0.nodes[0].metrics().await.unwrap();
     assert!(metric(&m0, "resolvd_gossip_messages_total", "result=\"reject\"") >= 1.0, "{m0}");
     // (The forged partial names a deal nobody disputes: it is held unverified
-    // and dropped, never paired — dispute/tests.rs covers invalid signatures.)
+    // and dropped, never paired — the engine's Rig covers invalid signatures.)
     let log0 = std::fs::read_to_string(net.0.nodes[0].log_path()).unwrap();
     assert!(log0.contains("rejecting malformed gossip"));
     let m1 = net.0.nodes[1].metrics().await.unwrap();

@@ -12,7 +12,8 @@ use libp2p::{
 };
 use resolvd_consensus::{PublicKey, SecretKey, Signature};
 use resolvd_node::p2p::{
-    build_swarm, decode_gossip, verify_content, Behaviour, BehaviourEvent, Gossip, P2pConfig, Topic,
+    build_swarm, decode_gossip, verify_content, Behaviour, BehaviourEvent, Gossip, P2pConfig,
+    Topic, TopicExt,
 };
 use resolvd_proto::{
     content_hash,

@@ -106,8 +106,35 @@ fn forged_commit(p: &SignedVerdict, salt: u8) -> PartialCommit {
     }
 }
 
+/// A peer id as the Rig names peers: a counter.
+type PeerId = u64;
+
+/// Where a gossiped message came from, in the Rig: a message id and a peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Origin {
+    id: Vec<u8>,
+    peer: PeerId,
+}
+
+impl MessageOrigin for Origin {
+    type Peer = PeerId;
+
+    fn peer(&self) -> &PeerId {
+        &self.peer
+    }
+}
+
+type Engine = super::Engine<Origin>;
+type Action = super::Action<Origin>;
+
+/// A peer not seen before.
+fn next_peer() -> PeerId {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 fn origin(n: u8) -> Origin {
-    Origin { id: MessageId::new(&[n, 1, 2, 3]), peer: PeerId::random() }
+    Origin { id: vec![n, 1, 2, 3], peer: next_peer() }
 }
 
 struct Rig {
@@ -123,15 +150,14 @@ impl Rig {
     }
 
     fn with(me: Option<usize>, cfg: EngineConfig) -> Self {
-        let mut engine = Engine::new(
-            cfg,
-            domain(),
-            me.map(|i| key(i).public_key()),
-            Arc::new(Metrics::default()),
-        );
+        let mut engine =
+            Engine::new(cfg, domain(), me.map(|i| key(i).public_key()), EngineMetrics::default());
         engine.on_head(100, 1_000);
         engine.on_epoch(EPOCH);
-        let mut rig = Self { engine, now: Instant::now(), me };
+        // The Rig's clock starts anywhere; only the engine must not read one.
+        #[allow(clippy::disallowed_methods)]
+        let now = Instant::now();
+        let mut rig = Self { engine, now, me };
         let loads = rig.drain();
         assert!(matches!(loads[..], [Action::LoadCommittee(EPOCH)]), "{loads:?}");
         rig.engine.on_committee(EPOCH, Ok(committee(EPOCH, 4)), rig.now);
@@ -216,7 +242,7 @@ fn ready(a: &DisputeAnnouncement) -> Gathered {
     }))
 }
 
-fn reports(actions: &[Action]) -> Vec<(Topic, MessageAcceptance)> {
+fn reports(actions: &[Action]) -> Vec<(Topic, Validation)> {
     actions
         .iter()
         .filter_map(|a| match a {
@@ -302,10 +328,7 @@ fn phases_run_in_order_and_the_partial_is_persisted_before_it_is_gossiped() {
     assert_eq!(gossips_certificate(&actions), rank < CERTIFICATE_GOSSIPERS, "rank {rank}");
     assert_eq!(
         reports(&actions),
-        vec![
-            (Topic::Verdicts, MessageAcceptance::Accept),
-            (Topic::Verdicts, MessageAcceptance::Accept)
-        ]
+        vec![(Topic::Verdicts, Validation::Accept), (Topic::Verdicts, Validation::Accept)]
     );
     // Settled by a log: final, persisted.
     rig.engine.on_settled_log(a.deal_id, Some(B256::repeat_byte(9)), rig.now);
@@ -368,7 +391,7 @@ fn submitter_order_slots_and_already_resolved_and_transient_retry() {
         rig.confirm(&a);
         let qc = certificate(&a, &[0, 1, 2]);
         rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
-        assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, MessageAcceptance::Accept)]);
+        assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, Validation::Accept)]);
         let slot = cfg.submit_slot * rank as u32;
         if rank > 0 {
             rig.later(slot - Duration::from_millis(1));
@@ -416,7 +439,7 @@ fn a_certificate_the_escrow_rejects_is_dropped_and_a_verified_one_replaces_it() 
     }
     let r = reports(&rig.drain());
     assert_eq!(r.len(), 50);
-    assert!(r.iter().all(|(_, acc)| *acc == MessageAcceptance::Ignore));
+    assert!(r.iter().all(|(_, acc)| *acc == Validation::Ignore));
     rig.later(Duration::from_secs(60));
     rig.engine.on_tick(rig.now);
     assert!(rig.drain().iter().any(|x| matches!(x, Action::Submit { .. })));
@@ -427,12 +450,12 @@ fn a_certificate_the_escrow_rejects_is_dropped_and_a_verified_one_replaces_it() 
     rig.engine.on_tick(rig.now);
     assert!(rig.drain().iter().all(|x| !matches!(x, Action::Submit { .. })));
     rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(first.to_wire())), rig.now);
-    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, MessageAcceptance::Ignore)]);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, Validation::Ignore)]);
     // A different verified certificate replaces it and is submitted.
     let second = certificate(&a, &[0, 1, 2, 3]);
     rig.engine.on_gossip(origin(2), Gossip::Certificate(Box::new(second.to_wire())), rig.now);
     let actions = rig.drain();
-    assert_eq!(reports(&actions), vec![(Topic::Certificates, MessageAcceptance::Accept)]);
+    assert_eq!(reports(&actions), vec![(Topic::Certificates, Validation::Accept)]);
     rig.later(Duration::from_secs(60));
     rig.engine.on_tick(rig.now);
     let submitted = rig.drain().into_iter().find_map(|x| match x {
@@ -480,7 +503,7 @@ fn restore_resends_the_same_partial_and_drops_a_stored_certificate_that_does_not
         partial(1, EPOCH, commitment(&announcement(4), ReexecVerdict::Reproduced)),
         origin(1),
     );
-    assert_eq!(reports(&rig.drain()), vec![(Topic::Verdicts, MessageAcceptance::Ignore)]);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Verdicts, Validation::Ignore)]);
 }
 
 #[test]
@@ -518,7 +541,7 @@ fn an_equivocation_is_slashed_once_by_the_first_submitter_then_never_again() {
         _ => unreachable!(),
     };
     rig.engine.on_gossip(origin(9), Gossip::Evidence(ev.clone()), rig.now);
-    assert_eq!(reports(&rig.drain()), vec![(Topic::Evidence, MessageAcceptance::Ignore)]);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Evidence, Validation::Ignore)]);
     rig.engine.on_slashed(
         a.deal_id,
         vec![2],
@@ -533,7 +556,7 @@ fn an_equivocation_is_slashed_once_by_the_first_submitter_then_never_again() {
     rig.confirm(&a);
     rig.engine.on_gossip(origin(9), Gossip::Evidence(ev), rig.now);
     let actions = rig.drain();
-    assert_eq!(reports(&actions), vec![(Topic::Evidence, MessageAcceptance::Accept)]);
+    assert_eq!(reports(&actions), vec![(Topic::Evidence, Validation::Accept)]);
     rig.later(Duration::from_secs(600));
     rig.engine.on_tick(rig.now);
     assert!(rig.drain().iter().all(|x| !matches!(x, Action::Slash(_))));
@@ -557,10 +580,7 @@ fn a_gossiped_dispute_is_acted_on_only_when_the_chain_confirms_it() {
     );
     assert_eq!(
         reports(&rig.drain()),
-        vec![
-            (Topic::Disputes, MessageAcceptance::Ignore),
-            (Topic::Disputes, MessageAcceptance::Ignore)
-        ]
+        vec![(Topic::Disputes, Validation::Ignore), (Topic::Disputes, Validation::Ignore)]
     );
     assert!(rig.engine.view(&a.deal_id).is_none());
     // A made-up deal: rejected (the sender pays), and asked about only once.
@@ -573,13 +593,13 @@ fn a_gossiped_dispute_is_acted_on_only_when_the_chain_confirms_it() {
         Ok(Confirmation::NoSuchDeal),
         rig.now,
     );
-    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, MessageAcceptance::Reject)]);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, Validation::Reject)]);
     for n in 0..100 {
         rig.engine.on_gossip(origin(n), Gossip::Dispute(fake.clone()), rig.now);
     }
     let actions = rig.drain();
     assert!(actions.iter().all(|x| !matches!(x, Action::Confirm { .. })), "no RPC for repeats");
-    assert!(reports(&actions).iter().all(|(_, acc)| *acc == MessageAcceptance::Reject));
+    assert!(reports(&actions).iter().all(|(_, acc)| *acc == Validation::Reject));
     // Confirmation work is bounded however many distinct deals are announced.
     let cfg = EngineConfig::default();
     let mut asked = Vec::new();
@@ -596,7 +616,7 @@ fn a_gossiped_dispute_is_acted_on_only_when_the_chain_confirms_it() {
     // While they are in flight a real announcement waits for the watcher too.
     let b = announcement(2);
     rig.engine.on_gossip(origin(5), Gossip::Dispute(b.clone()), rig.now);
-    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, MessageAcceptance::Ignore)]);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, Validation::Ignore)]);
     for a in asked {
         rig.engine.on_confirmed(*a, ConfirmSource::Gossip, Ok(Confirmation::NoSuchDeal), rig.now);
     }
@@ -606,7 +626,7 @@ fn a_gossiped_dispute_is_acted_on_only_when_the_chain_confirms_it() {
     rig.drain();
     rig.engine.on_confirmed(b.clone(), ConfirmSource::Gossip, Ok(Confirmation::Disputed), rig.now);
     let actions = rig.drain();
-    assert!(reports(&actions).contains(&(Topic::Disputes, MessageAcceptance::Accept)));
+    assert!(reports(&actions).contains(&(Topic::Disputes, Validation::Accept)));
     assert_eq!(rig.phase(&b), Phase::Fetching);
 }
 
@@ -624,15 +644,15 @@ fn invalid_partials_penalise_their_origin_and_partials_for_unknown_deals_cost_no
     rig.gossip_partial(forged, bad.clone());
     rig.gossip_partial(partial(2, EPOCH, c), good.clone());
     let actions = rig.batch();
-    let by_peer: Vec<(PeerId, MessageAcceptance)> = actions
+    let by_peer: Vec<(PeerId, Validation)> = actions
         .iter()
         .filter_map(|x| match x {
             Action::Report { origin, acceptance, .. } => Some((origin.peer, *acceptance)),
             _ => None,
         })
         .collect();
-    assert!(by_peer.contains(&(bad.peer, MessageAcceptance::Reject)));
-    assert!(by_peer.contains(&(good.peer, MessageAcceptance::Accept)));
+    assert!(by_peer.contains(&(bad.peer, Validation::Reject)));
+    assert!(by_peer.contains(&(good.peer, Validation::Accept)));
     // Wrong epoch for a known deal, epoch 0, other fields: rejected at once, no batch.
     for epoch in [0, EPOCH + 1, 3_216_419_938] {
         rig.gossip_partial(partial(1, epoch, c), origin(3));
@@ -642,7 +662,7 @@ fn invalid_partials_penalise_their_origin_and_partials_for_unknown_deals_cost_no
     rig.gossip_partial(partial(1, EPOCH, other), origin(4));
     let actions = rig.drain();
     assert_eq!(reports(&actions).len(), 4);
-    assert!(reports(&actions).iter().all(|(_, acc)| *acc == MessageAcceptance::Reject));
+    assert!(reports(&actions).iter().all(|(_, acc)| *acc == Validation::Reject));
     assert!(actions.iter().all(|x| !matches!(x, Action::LoadCommittee(_))), "no committee loads");
     assert_eq!(rig.engine.batch_due(), None);
     // Partials for deals not confirmed here: held (bounded), never verified or loaded.
@@ -670,7 +690,7 @@ fn invalid_partials_penalise_their_origin_and_partials_for_unknown_deals_cost_no
     assert!(rig.drain().is_empty());
     rig.confirm(&a);
     let actions = rig.batch();
-    assert_eq!(reports(&actions), vec![(Topic::Verdicts, MessageAcceptance::Accept)]);
+    assert_eq!(reports(&actions), vec![(Topic::Verdicts, Validation::Accept)]);
 }
 
 #[test]
@@ -700,7 +720,7 @@ fn committees_are_loaded_only_for_epochs_that_exist_at_a_confirmed_block() {
     let ev = resolvd_proto::wire::ConflictEvidence { first: single(&yes), second: single(&no) };
     rig.engine.on_gossip(origin(4), Gossip::Evidence(Box::new(ev)), rig.now);
     let actions = rig.drain();
-    assert_eq!(reports(&actions), vec![(Topic::Evidence, MessageAcceptance::Reject)]);
+    assert_eq!(reports(&actions), vec![(Topic::Evidence, Validation::Reject)]);
     assert!(actions.iter().all(|x| !matches!(x, Action::LoadCommittee(_))));
     // Once the chain says the epoch started (a confirmed EpochStarted log), it loads.
     rig.engine.on_epoch(EPOCH + 1);
@@ -738,10 +758,7 @@ fn settled_disputes_are_evicted_with_their_builder_and_conflict_state() {
     let actions = rig.drain();
     assert_eq!(
         reports(&actions),
-        vec![
-            (Topic::Verdicts, MessageAcceptance::Ignore),
-            (Topic::Disputes, MessageAcceptance::Ignore)
-        ]
+        vec![(Topic::Verdicts, Validation::Ignore), (Topic::Disputes, Validation::Ignore)]
     );
     assert_eq!(rig.engine.batch_due(), None);
 }
@@ -817,7 +834,7 @@ fn ten_thousand_settled_disputes_leave_bounded_state_and_are_pruned_from_the_sto
     assert_eq!(rig.engine.builders[&(Address::repeat_byte(0xe5), EPOCH)].groups(), 0);
     // The newest evicted deal is still recognised; the oldest costs one confirmation.
     rig.engine.on_gossip(origin(3), Gossip::Dispute(numbered(9_999)), rig.now);
-    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, MessageAcceptance::Ignore)]);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, Validation::Ignore)]);
     rig.engine.on_gossip(origin(4), Gossip::Dispute(numbered(0)), rig.now);
     assert!(rig.drain().iter().any(|x| matches!(x, Action::Confirm { .. })));
 }
@@ -837,7 +854,7 @@ fn a_dispute_finished_before_a_restart_is_held_then_pruned() {
 }
 
 /// Not a test: the memory and tick cost of 10,000 settled disputes with and
-/// without eviction (`cargo test -p resolvd-node --lib --release -- --ignored
+/// without eviction (`cargo test -p resolvd-engine --release -- --ignored
 /// --nocapture settled_dispute_cost`). Each dispute has this node's partial
 /// and two others' and a certificate, as on a real 4-member committee.
 #[test]
@@ -859,6 +876,8 @@ fn settled_dispute_cost() {
         let cfg = EngineConfig { retain_settled: retain, ..EngineConfig::default() };
         let mut rig = Rig::with(Some(0), cfg);
         let before = rss_kib();
+        // Wall time of the benchmark itself, not engine time.
+        #[allow(clippy::disallowed_methods)]
         let started = Instant::now();
         for n in 0..10_000 {
             let a = numbered(n);
@@ -874,6 +893,7 @@ fn settled_dispute_cost() {
         let fed = started.elapsed();
         let after = rss_kib();
         let ticks = 1_000;
+        #[allow(clippy::disallowed_methods)]
         let started = Instant::now();
         for _ in 0..ticks {
             rig.engine.on_tick(rig.now);
@@ -907,7 +927,7 @@ fn anchored(a: &DisputeAnnouncement, chain_id: u64) -> (Box<ReexecRequestV1>, An
         header: None,
     };
     let doc = resolvd_proto::PrestateAnchorV1 {
-        backend_id: *resolvd_replay::BACKEND_ID,
+        backend_id: *resolvd_proto::EVM_BACKEND_ID,
         body: evm.to_canonical_bytes().into(),
     };
     let bytes = doc.to_canonical_bytes();
@@ -1098,16 +1118,16 @@ fn commit_reveal_commits_first_reveals_at_threshold_and_counts_only_timely_commi
     let (p1, p2, lazy) = (partial(1, EPOCH, c), partial(2, EPOCH, c), partial(3, EPOCH, c));
     // Signer 1 commits: 2 of 4 committed, below the threshold: no reveal yet.
     let actions = gossip_commit(&mut rig, &p1, origin(1));
-    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Accept)]);
+    assert_eq!(reports(&actions), vec![(Topic::Commits, Validation::Accept)]);
     assert!(published_verdicts(&actions).is_empty());
     // A commitment of a non-member is rejected before it is held; a repeat
     // of a held one is ignored.
     let mut foreign = signed_commit(&p1);
     foreign.signer_index = 9;
     rig.engine.on_gossip(origin(9), Gossip::Commit(foreign), rig.now);
-    assert_eq!(reports(&rig.drain()), vec![(Topic::Commits, MessageAcceptance::Reject)]);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Commits, Validation::Reject)]);
     let actions = gossip_commit(&mut rig, &p1, origin(11));
-    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Ignore)]);
+    assert_eq!(reports(&actions), vec![(Topic::Commits, Validation::Ignore)]);
     // Signer 2 commits: 3 of 4 reach the threshold: this node reveals, and
     // its own reveal verifies in the same batch: the reveal phase.
     let actions = gossip_commit(&mut rig, &p2, origin(2));
@@ -1119,10 +1139,10 @@ fn commit_reveal_commits_first_reveals_at_threshold_and_counts_only_timely_commi
     // The lazy signer 3 copies the revealed commitment: its commitment is late.
     rig.later(Duration::from_millis(30));
     let actions = gossip_commit(&mut rig, &lazy, origin(3));
-    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Accept)]);
+    assert_eq!(reports(&actions), vec![(Topic::Commits, Validation::Accept)]);
     // Another commitment in the same signer's name is not verified or spread.
     rig.engine.on_gossip(origin(33), Gossip::Commit(forged_commit(&lazy, 1)), rig.now);
-    assert_eq!(reports(&rig.drain()), vec![(Topic::Commits, MessageAcceptance::Ignore)]);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Commits, Validation::Ignore)]);
     rig.gossip_partial(lazy.clone(), origin(13));
     rig.gossip_partial(p1.clone(), origin(21));
     let actions = rig.batch();
@@ -1130,10 +1150,7 @@ fn commit_reveal_commits_first_reveals_at_threshold_and_counts_only_timely_commi
     // alone with signer 0: 0 + 1 counted = 2 of 4.
     assert_eq!(
         reports(&actions),
-        vec![
-            (Topic::Verdicts, MessageAcceptance::Accept),
-            (Topic::Verdicts, MessageAcceptance::Accept)
-        ]
+        vec![(Topic::Verdicts, Validation::Accept), (Topic::Verdicts, Validation::Accept)]
     );
     assert!(certificate_of(&actions).is_none(), "the lazy reveal must not count");
     let cr = commit_view(&rig, &a);
@@ -1182,7 +1199,7 @@ fn forged_commitments_are_rejected_and_never_count_or_crowd_out_the_real_ones() 
     actions.extend(rig.batch());
     let verdicts = reports(&actions);
     assert_eq!(verdicts.len(), 15);
-    assert!(verdicts.iter().all(|v| *v == (Topic::Commits, MessageAcceptance::Reject)));
+    assert!(verdicts.iter().all(|v| *v == (Topic::Commits, Validation::Reject)));
     assert!(published_verdicts(&actions).is_empty(), "forgeries must not close the commit phase");
     let cr = commit_view(&rig, &a);
     assert_eq!(cr.committed.keys().copied().collect::<Vec<_>>(), vec![0]);
@@ -1194,11 +1211,11 @@ fn forged_commitments_are_rejected_and_never_count_or_crowd_out_the_real_ones() 
     let mut replayed = signed_commit(&honest[0]);
     replayed.deal_id = b.deal_id;
     let actions = gossip_commit_msg(&mut rig, replayed, origin(7));
-    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Reject)]);
+    assert_eq!(reports(&actions), vec![(Topic::Commits, Validation::Reject)]);
     // The real commitments of 1 and 2 count: threshold, reveal.
     gossip_commit(&mut rig, &honest[0], origin(1));
     let actions = gossip_commit(&mut rig, &honest[1], origin(2));
-    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Accept)]);
+    assert_eq!(reports(&actions), vec![(Topic::Commits, Validation::Accept)]);
     assert_eq!(published_verdicts(&actions), vec![0]);
     rig.later(Duration::from_millis(10));
     rig.gossip_partial(honest[0].clone(), origin(21));
@@ -1225,7 +1242,7 @@ fn the_reveal_phase_starts_at_the_first_valid_reveals_arrival() {
     let mut fake = p2.clone();
     fake.signature = key(50).sign(&c.eip712_digest(&domain())).compress();
     rig.gossip_partial(fake, origin(40));
-    assert_eq!(reports(&rig.batch()), vec![(Topic::Verdicts, MessageAcceptance::Reject)]);
+    assert_eq!(reports(&rig.batch()), vec![(Topic::Verdicts, Validation::Reject)]);
     assert!(commit_view(&rig, &a).reveal_phase_ms.is_none());
     // Signer 1 reveals early (e.g. its window passed); 2 ms later, before the
     // batch runs, a copier's commitment arrives; then the batch runs.
@@ -1358,10 +1375,7 @@ fn commit_reveal_holds_early_commitments_and_restores_the_same_commitment() {
     actions.extend(rig.batch());
     assert_eq!(
         reports(&actions),
-        vec![
-            (Topic::Commits, MessageAcceptance::Accept),
-            (Topic::Commits, MessageAcceptance::Accept)
-        ]
+        vec![(Topic::Commits, Validation::Accept), (Topic::Commits, Validation::Accept)]
     );
     rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
     rig.drain();
@@ -1405,7 +1419,7 @@ fn without_commit_reveal_commitments_are_ignored_and_partials_count_at_once() {
     assert_eq!(published_verdicts(&rig.drain()), vec![0]);
     let p1 = partial(1, EPOCH, own.commitment);
     let actions = gossip_commit(&mut rig, &p1, origin(1));
-    assert_eq!(reports(&actions), vec![(Topic::Commits, MessageAcceptance::Ignore)]);
+    assert_eq!(reports(&actions), vec![(Topic::Commits, Validation::Ignore)]);
     rig.gossip_partial(p1, origin(2));
     rig.gossip_partial(partial(2, EPOCH, own.commitment), origin(3));
     assert!(certificate_of(&rig.batch()).is_some());
@@ -1500,7 +1514,7 @@ fn a_certificate_from_a_peer_is_never_published_again() {
     let qc = certificate(&a, &[0, 1, 2, 3]);
     rig.engine.on_gossip(origin(9), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
     let actions = rig.drain();
-    assert_eq!(reports(&actions), vec![(Topic::Certificates, MessageAcceptance::Accept)]);
+    assert_eq!(reports(&actions), vec![(Topic::Certificates, Validation::Accept)]);
     assert!(!gossips_certificate(&actions), "gossipsub forwards it");
     // Not at its slot (it submits), nor with the republished partial.
     rig.later(cfg.submit_slot * rank as u32);
@@ -1535,10 +1549,7 @@ fn partials_wait_to_be_batched_unless_they_could_complete_the_certificate() {
     let actions = rig.batch();
     let qc = certificate_of(&actions).expect("certificate from one batch of three");
     assert_eq!(qc.non_signers, vec![0]);
-    assert_eq!(
-        reports(&actions).iter().filter(|(_, x)| *x == MessageAcceptance::Accept).count(),
-        3
-    );
+    assert_eq!(reports(&actions).iter().filter(|(_, x)| *x == Validation::Accept).count(), 3);
     assert_eq!(rig.engine.batch_due(), None);
     // After the certificate a late partial is not urgent.
     rig.gossip_partial(partial(0, EPOCH, c), origin(4));
@@ -1579,7 +1590,7 @@ fn a_forged_partial_in_the_batch_does_not_get_the_genuine_one_rejected() {
     rig.gossip_partial(forged, liar.clone());
     rig.gossip_partial(genuine, honest.clone());
     let actions = rig.batch();
-    let by_peer: Vec<(PeerId, MessageAcceptance)> = actions
+    let by_peer: Vec<(PeerId, Validation)> = actions
         .iter()
         .filter_map(|x| match x {
             Action::Report { origin, acceptance, .. } => Some((origin.peer, *acceptance)),
@@ -1587,8 +1598,8 @@ fn a_forged_partial_in_the_batch_does_not_get_the_genuine_one_rejected() {
         })
         .collect();
     assert_eq!(by_peer.len(), 2, "{by_peer:?}");
-    assert!(by_peer.contains(&(liar.peer, MessageAcceptance::Reject)), "{by_peer:?}");
-    assert!(by_peer.contains(&(honest.peer, MessageAcceptance::Accept)), "{by_peer:?}");
+    assert!(by_peer.contains(&(liar.peer, Validation::Reject)), "{by_peer:?}");
+    assert!(by_peer.contains(&(honest.peer, Validation::Accept)), "{by_peer:?}");
     let view = rig.engine.view(&a.deal_id).unwrap();
     assert_eq!(view.signers.values().next().unwrap(), &vec![0, 1]);
 }
@@ -1629,7 +1640,7 @@ fn evidence_naming_old_epochs_loads_one_committee_at_a_time_and_spares_are_evict
         for x in rig.drain() {
             match x {
                 Action::LoadCommittee(_) => loads += 1,
-                Action::Report { acceptance: MessageAcceptance::Ignore, .. } => ignored += 1,
+                Action::Report { acceptance: Validation::Ignore, .. } => ignored += 1,
                 other => panic!("{other:?}"),
             }
         }
@@ -1638,7 +1649,7 @@ fn evidence_naming_old_epochs_loads_one_committee_at_a_time_and_spares_are_evict
     assert_eq!(ignored, 299);
     // The load answers: the held evidence is judged (a forgery: rejected).
     rig.engine.on_committee(100, Ok(committee(100, 4)), rig.now);
-    assert_eq!(reports(&rig.drain()), vec![(Topic::Evidence, MessageAcceptance::Reject)]);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Evidence, Validation::Reject)]);
     // Many more committees loaded for evidence over time: only a few spares stay.
     for epoch in 101..120u64 {
         rig.engine.add_committee(committee(epoch, 4), rig.now);
@@ -1660,11 +1671,11 @@ fn certificates_are_looked_up_before_their_signature_is_decompressed() {
     let mut w = certificate(&a, &[0, 1, 2]).to_wire();
     w.aggregate_signature = [0xff; 96];
     rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(w.clone())), rig.now);
-    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, MessageAcceptance::Ignore)]);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, Validation::Ignore)]);
     // For a deal it holds, the same bytes are rejected.
     rig.confirm(&a);
     rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(w)), rig.now);
-    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, MessageAcceptance::Reject)]);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, Validation::Reject)]);
 }
 
 /// One peer cannot fill the early buffers: it holds at most its quota, and
@@ -1678,7 +1689,7 @@ fn one_peer_cannot_fill_the_early_buffers() {
         let mut a = announcement(0);
         a.deal_id = keccak256(n.to_be_bytes());
         let p = partial(1, EPOCH, commitment(&a, ReexecVerdict::Reproduced));
-        let o = Origin { id: MessageId::new(&n.to_be_bytes()), peer: flooder.peer };
+        let o = Origin { id: n.to_be_bytes().to_vec(), peer: flooder.peer };
         rig.gossip_partial(p, o);
         if reports(&rig.drain()).is_empty() {
             held += 1;

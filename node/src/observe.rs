@@ -1,0 +1,100 @@
+//! The metrics that mirror values the node reads for its status: the fee
+//! ledger and the RPC endpoints' health (the metrics registry itself takes
+//! plain values and names no other module).
+
+use crate::{
+    economics::Ledger,
+    metrics::{EndpointLabel, Metrics, TokenLabel},
+    rpc::EndpointHealth,
+};
+
+/// Sets the fee and gas metrics from the ledger.
+pub fn ledger(metrics: &Metrics, ledger: &Ledger) {
+    for (token, t) in &ledger.tokens {
+        let label = TokenLabel { token: token.to_string() };
+        metrics.rewards_earned.get_or_create(&label).set(f64::from(t.earned()));
+        metrics.rewards_claimed.get_or_create(&label).set(f64::from(t.claimed));
+        metrics.gas_refunds.get_or_create(&label).set(f64::from(t.refunds));
+    }
+    metrics.gas_spent_wei.set(f64::from(ledger.gas_spent_wei));
+}
+
+/// Sets the `rpc_endpoint_*` metrics from [`crate::chain::Chain::endpoints`]
+/// (call it whenever the status is refreshed; the counters take the
+/// difference to the totals they last saw).
+pub fn endpoints(metrics: &Metrics, endpoints: &[EndpointHealth]) {
+    for e in endpoints {
+        let label = EndpointLabel { endpoint: e.endpoint.clone() };
+        metrics.rpc_endpoint_up.get_or_create(&label).set(i64::from(e.up));
+        if let Some(head) = e.head {
+            metrics
+                .rpc_endpoint_head
+                .get_or_create(&label)
+                .set(i64::try_from(head).unwrap_or(i64::MAX));
+        }
+        metrics
+            .rpc_endpoint_consecutive_errors
+            .get_or_create(&label)
+            .set(i64::try_from(e.consecutive_errors).unwrap_or(i64::MAX));
+        for (family, total) in [
+            (&metrics.rpc_endpoint_errors, e.errors),
+            (&metrics.rpc_endpoint_requests, e.requests),
+            (&metrics.rpc_endpoint_disagreements, e.disagreements),
+        ] {
+            let counter = family.get_or_create(&label);
+            let seen = counter.get();
+            if total > seen {
+                counter.inc_by(total - seen);
+            }
+        }
+        if let Some(ms) = e.latency_ms {
+            metrics.rpc_endpoint_latency.get_or_create(&label).set(ms / 1_000.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::EndpointKind;
+
+    #[test]
+    fn endpoint_health_is_exported() {
+        let m = Metrics::default();
+        let mut e = EndpointHealth {
+            endpoint: "https://rpc.example.org".into(),
+            kind: EndpointKind::Http,
+            up: true,
+            chain_id: Some(1),
+            refused: false,
+            head: Some(42),
+            consecutive_errors: 0,
+            requests: 10,
+            errors: 2,
+            last_error: None,
+            latency_ms: Some(12.5),
+            disagreements: 0,
+            last_disagreement: None,
+        };
+        endpoints(&m, std::slice::from_ref(&e));
+        e.up = false;
+        e.consecutive_errors = 3;
+        e.errors = 5;
+        e.requests = 13;
+        e.disagreements = 2;
+        endpoints(&m, &[e]);
+        let text = m.render();
+        let label = "{endpoint=\"https://rpc.example.org\"}";
+        for line in [
+            format!("resolvd_rpc_endpoint_up{label} 0"),
+            format!("resolvd_rpc_endpoint_head{label} 42"),
+            format!("resolvd_rpc_endpoint_consecutive_errors{label} 3"),
+            format!("resolvd_rpc_endpoint_errors_total{label} 5"),
+            format!("resolvd_rpc_endpoint_requests_total{label} 13"),
+            format!("resolvd_rpc_endpoint_latency_seconds{label} 0.0125"),
+            format!("resolvd_rpc_endpoint_disagreements_total{label} 2"),
+        ] {
+            assert!(text.contains(&line), "{line} missing in\n{text}");
+        }
+    }
+}
