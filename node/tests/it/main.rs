@@ -1,5 +1,6 @@
 //! Integration tests of resolvd-node.
 
+mod abi;
 mod api;
 mod bench;
 mod chaos;
