@@ -14,7 +14,7 @@ use crate::{
     economics::{certificate_of, network, LAZY},
     network::{metric_sum, Net, RELEASED, SETTLE},
 };
-use alloy_primitives::U256;
+use alloy_primitives::{B256, U256};
 use resolvd_node::{
     config::{Byzantine, FaultConfig},
     devnet::{free_port, DealKind},
@@ -83,7 +83,7 @@ async fn start_forger(net: &Net) -> Forger {
 
 /// Opens and settles one honest deal; its latency (challenge mined →
 /// settlement seen) and the certificate's non-signers.
-async fn settle(net: &mut Net) -> (Duration, Vec<u32>) {
+async fn settle(net: &mut Net) -> (Duration, Vec<u32>, B256) {
     let content = net.0.deal_content(DealKind::Honest).await.unwrap();
     let open = net.0.open_dispute(&content, &[0, 1, 2, 3]).await.unwrap();
     let started = Instant::now();
@@ -91,24 +91,27 @@ async fn settle(net: &mut Net) -> (Duration, Vec<u32>) {
     let latency = started.elapsed();
     assert_eq!(deal.settlement, RELEASED);
     let (non_signers, _) = certificate_of(&net.0, open.deal_id).await;
-    (latency, non_signers)
+    (latency, non_signers, open.deal_id)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stakeless_commitment_forger_neither_delays_settlement_nor_gets_the_copier_paid() {
     let mut net = network(5_000).await;
     let mut baseline = Duration::ZERO;
+    let mut deals = Vec::new();
     for _ in 0..2 {
-        let (latency, non_signers) = settle(&mut net).await;
+        let (latency, non_signers, deal) = settle(&mut net).await;
         assert_eq!(non_signers, vec![LAZY as u32]);
         baseline += latency;
+        deals.push(deal);
     }
     let _forger = start_forger(&net).await;
     let mut attacked = Duration::ZERO;
     for _ in 0..2 {
-        let (latency, non_signers) = settle(&mut net).await;
+        let (latency, non_signers, deal) = settle(&mut net).await;
         assert_eq!(non_signers, vec![LAZY as u32], "the copier is never certified");
         attacked += latency;
+        deals.push(deal);
     }
     tracing::info!(?baseline, ?attacked, "settlement time of two deals, unattacked and attacked");
     // The forgeries reached the resolvers and were rejected there.
@@ -130,7 +133,12 @@ async fn a_stakeless_commitment_forger_neither_delays_settlement_nor_gets_the_co
         attacked.as_secs_f64() <= 1.5 * baseline.as_secs_f64(),
         "attacked {attacked:?} vs unattacked {baseline:?}"
     );
-    // The copier was never paid; the honest resolvers were.
+    // The copier was never paid; the honest resolvers were, once each held fee
+    // (every certificate left the copier out) was split after its inclusion window.
+    for deal in deals {
+        let (held, _) = net.0.distribute_held(deal, Duration::from_secs(30)).await.unwrap();
+        assert!(held, "a certificate without the copier holds its fee");
+    }
     let (lazy_pending, _) = net.0.fees_of(LAZY).await.unwrap();
     assert_eq!(lazy_pending, U256::ZERO, "the lazy resolver was not paid");
     for i in 0..3 {
