@@ -229,10 +229,7 @@ contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
     }
 
     /// @dev A question may be requested if it never was, or if its last request timed out.
-    function _checkRequestable(bytes32 requestId, bytes32 inputHash, Deal storage d)
-        internal
-        view
-    {
+    function _checkRequestable(bytes32 requestId, bytes32 inputHash, Deal storage d) internal view {
         DealState state = d.state;
         if (state == DealState.None) return;
         if (state == DealState.Disputed) revert RequestPending(requestId);
