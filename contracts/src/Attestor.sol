@@ -107,8 +107,8 @@ contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
         bytes calldata aggregateSignature
     ) external nonReentrant {
         Deal storage d = _pending(commitment.dealId);
-        _checkCommitment(d, commitment);
-        _resolve(d, commitment, nonSigners, aggregateSignature);
+        bytes32 inputHash = _checkQuestion(d, commitment);
+        _resolve(d, inputHash, commitment, nonSigners, aggregateSignature);
     }
 
     /// @notice `resolve` with the non-signers as registry indices (strictly ascending).
@@ -118,8 +118,9 @@ contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
         bytes calldata aggregateSignature
     ) external nonReentrant {
         Deal storage d = _pending(commitment.dealId);
-        _checkCommitment(d, commitment);
-        _resolve(d, commitment, registry.signerBitmap(d.epoch, nonSigners), aggregateSignature);
+        bytes32 inputHash = _checkQuestion(d, commitment);
+        bytes memory bitmap = registry.signerBitmap(d.epoch, nonSigners);
+        _resolve(d, inputHash, commitment, bitmap, aggregateSignature);
     }
 
     /// @notice After the deadline of a request no certificate answered: credits its fee back
@@ -201,7 +202,8 @@ contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
     /// @notice A request's state, in the Escrow's `Deal` layout (what the nodes read):
     ///         `buyer` the requester, `state` Disputed while pending and Resolved after
     ///         (`settlement` Attested or TimedOut), `resolverFee` and `token` the fee,
-    ///         `verdictFieldsHash` the input hash, no seller, amount or bonds.
+    ///         `challengedAt` the request's time, the question's six hashes; no seller, amount,
+    ///         bonds or `verdictFieldsHash` (the request id already commits to the question).
     function deal(bytes32 requestId) external view returns (Deal memory) {
         return _deals[requestId];
     }
@@ -278,8 +280,8 @@ contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
         }
     }
 
-    /// @dev Writes the request as a disputed deal (every field a re-request after a timeout
-    ///      changes) and announces it.
+    /// @dev Writes the request as a disputed deal (every field it uses, so a re-request after a
+    ///      timeout starts clean) and announces it.
     function _open(
         bytes32 requestId,
         Question calldata q,
@@ -295,23 +297,19 @@ contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
         d.state = DealState.Disputed;
         d.settlement = Settlement.None;
         d.epoch = epoch.toUint64();
-        d.fundedAt = block.timestamp.toUint64();
         d.token = token;
         d.challengedAt = block.timestamp.toUint64();
         d.resolveDeadline = deadline.toUint64();
         d.resolveWindow = t.resolveWindow.toUint64();
         d.settledAt = 0;
         d.resolverFee = fee.toUint128();
-        if (d.verdictFieldsHash != inputHash) {
-            // The first request: store the question (a re-request has the same).
-            d.verdictFieldsHash = inputHash;
-            d.specHash = q.specHash;
-            d.deliveryHash = q.deliveryHash;
-            d.prestateAnchorHash = q.prestateAnchorHash;
-            d.prestateRoot = q.prestateRoot;
-            d.backendId = q.backendId;
-            d.backendVersionHash = q.backendVersionHash;
-        }
+        // The question (the same on a re-request after a timeout: then no-op writes).
+        d.specHash = q.specHash;
+        d.deliveryHash = q.deliveryHash;
+        d.prestateAnchorHash = q.prestateAnchorHash;
+        d.prestateRoot = q.prestateRoot;
+        d.backendId = q.backendId;
+        d.backendVersionHash = q.backendVersionHash;
         emit AttestationRequested(requestId, inputHash, msg.sender, token, fee, epoch, deadline);
         emit Disputed(
             requestId,
@@ -347,8 +345,23 @@ contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
         if (block.timestamp > d.resolveDeadline) revert TooLate(requestId, d.resolveDeadline);
     }
 
+    /// @dev The commitment answers the request's question: its six input fields hash to the
+    ///      input hash its `dealId` (the request id) commits to. Returns that input hash. On a
+    ///      mismatch, names the differing field (CommitmentMismatch).
+    function _checkQuestion(Deal storage d, VerdictCommitment calldata c)
+        internal
+        view
+        returns (bytes32 inputHash)
+    {
+        inputHash = AttestationHash.inputHash(c);
+        if (requestIdOf(inputHash) == c.dealId) return inputHash;
+        _checkCommitment(d, c);
+        revert CommitmentMismatch(c.dealId, "fields");
+    }
+
     function _resolve(
         Deal storage d,
+        bytes32 inputHash,
         VerdictCommitment calldata commitment,
         bytes memory nonSigners,
         bytes calldata aggregateSignature
@@ -359,7 +372,6 @@ contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
         (uint256 signedStake, uint256 totalStake) =
             registry.verifyCertificate(epoch, digest, nonSigners, aggregateSignature);
         _checkUnslashedQuorum(epoch, signedStake, totalStake, nonSigners);
-        bytes32 inputHash = d.verdictFieldsHash;
         _attestations[inputHash] = Attestation({
             resultHash: commitment.resultHash,
             traceHash: commitment.traceHash,

@@ -59,7 +59,7 @@ contract AttestorTest is AttestorBase {
         Deal memory d = attestor.deal(id);
         require(d.state == DealState.Disputed && d.epoch == 1, "pending at epoch 1");
         require(d.buyer == REQUESTER && d.resolverFee == FEE, "requester and fee");
-        require(d.verdictFieldsHash == inputHash && d.specHash == q.specHash, "question stored");
+        require(d.specHash == q.specHash && d.prestateRoot == q.prestateRoot, "question stored");
         require(attestor.liabilities(tok) == FEE, "fee held");
         (bytes32 out, uint256 epoch) = attestor.outputOf(inputHash);
         require(out == 0 && epoch == 1, "pending: no output, pinned epoch");
