@@ -94,6 +94,24 @@ contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
         _takeFee(requestId, terms.token, terms.fee, epoch);
     }
 
+    /// @notice Publishes content of a pending request (hash-checked against its question,
+    ///         emitted like `request` does): `spec` with `prestateAnchor` (both or neither), and
+    ///         `delivery`. Permissionless, so whoever holds the content can make it available
+    ///         while the committee can still answer, also when the request was made without it.
+    function publish(
+        bytes32 requestId,
+        bytes calldata spec,
+        bytes calldata prestateAnchor,
+        bytes calldata delivery
+    ) external {
+        Deal storage d = _pending(requestId);
+        Question memory q;
+        q.specHash = d.specHash;
+        q.prestateAnchorHash = d.prestateAnchorHash;
+        q.deliveryHash = d.deliveryHash;
+        _publish(requestId, q, spec, prestateAnchor, delivery);
+    }
+
     /// @notice Answers a pending request with a quorum certificate over `commitment` (its
     ///         `dealId` the request id, its six input fields the question's) by the committee
     ///         of the pinned epoch: records the attestation and splits the fee as the Escrow
@@ -264,7 +282,7 @@ contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
     /// @dev Publishes the content given (hash-checked), as an Escrow's funding and delivery do.
     function _publish(
         bytes32 requestId,
-        Question calldata q,
+        Question memory q,
         bytes calldata spec,
         bytes calldata prestateAnchor,
         bytes calldata delivery

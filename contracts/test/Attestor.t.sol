@@ -214,6 +214,34 @@ contract AttestorTest is AttestorBase {
         attestor.request(q5, t, "", "", "");
     }
 
+    /// @notice Anyone may publish a pending request's content later (hash-checked against the
+    ///         stored question), so a request made without content cannot keep the committee
+    ///         from answering; nothing can be published once the request is answered.
+    function testContentOfAPendingRequestCanBePublishedByAnyone() public {
+        Question memory q = _question(11);
+        (bytes32 id,) = _request(q, FEE);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IEscrowErrors.ContentHashMismatch.selector, q.specHash, _question(12).specHash
+            )
+        );
+        attestor.publish(id, _spec(12), _anchor(11), "");
+        vm.recordLogs();
+        vm.prank(SUBMITTER);
+        attestor.publish(id, _spec(11), _anchor(11), _delivery(11));
+        VmLog[] memory logs = vm.getRecordedLogs();
+        uint256 spec = _find(logs, IEscrowEvents.SpecPublished.selector, id);
+        uint256 delivery = _find(logs, IEscrowEvents.DeliveryPublished.selector, id);
+        require(spec < delivery, "both published");
+        _resolve(_commitment(q, Outcome.Reproduced), ALL);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IEscrowErrors.WrongState.selector, id, DealState.Disputed, DealState.Resolved
+            )
+        );
+        attestor.publish(id, _spec(11), _anchor(11), "");
+    }
+
     /// @notice A certificate must carry the question's fields under the attestor's own domain:
     ///         one signed for the escrow's domain, or with a field changed, is refused.
     function testResolveRefusesAnotherDomainOrQuestion() public {
