@@ -156,4 +156,18 @@ contract ProofVerifierTest is AttestorBase {
             new ResolvdProofVerifier(IResolverRegistry(address(attestor)));
         require(!foreign.verify(inputHash, outputHash, _metadata(), proof), "foreign registry");
     }
+
+    /// @notice Fuzz twin of `testMalformedInputIsFalseNotARevert`: arbitrary metadata and proof
+    ///         bytes (for the real attestor, too) give `false`, never a revert.
+    function testFuzzArbitraryInputIsFalse(
+        bytes32 input,
+        bytes32 output,
+        bytes calldata metadata,
+        bytes calldata proof,
+        bool realAttestor
+    ) public view {
+        bytes memory meta = realAttestor ? _metadata() : metadata;
+        vm.assume(proof.length > 0 || !realAttestor || input != inputHash);
+        require(!verifier.verify(input, output, meta, proof), "arbitrary input is no proof");
+    }
 }
