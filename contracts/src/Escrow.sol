@@ -271,13 +271,7 @@ contract Escrow is EscrowStorage {
     ///         another address if the caller cannot receive the token).
     /// @return amount The amount sent.
     function claim(IERC20 token, address to) external nonReentrant returns (uint256 amount) {
-        if (to == address(0)) revert ZeroAddress("to");
-        amount = claimable[msg.sender][token];
-        if (amount == 0) revert NothingToClaim(msg.sender, token);
-        claimable[msg.sender][token] = 0;
-        liabilities[token] -= amount;
-        emit Claimed(msg.sender, token, to, amount);
-        token.safeTransfer(to, amount);
+        return _claim(token, to);
     }
 
     // ------------------------------------------------------------------ admin
@@ -377,22 +371,6 @@ contract Escrow is EscrowStorage {
         if (committeeStake < minimum) revert CommitteeTooSmall(epoch, committeeStake, minimum);
     }
 
-    /// @dev Members of the pinned epoch slashed since it started do not count: the certificate
-    ///      must also meet the threshold among the epoch's unslashed members by unslashed
-    ///      signers. (Their stake stays in the fee split: a slashed signer's share is swept.)
-    function _checkUnslashedQuorum(
-        uint256 epoch,
-        uint256 signedStake,
-        uint256 totalStake,
-        bytes memory nonSigners
-    ) internal view {
-        (uint256 slashedTotal, uint256 slashedSigned) = registry.slashedStake(epoch, nonSigners);
-        if (slashedTotal == 0) return;
-        uint256 signed = signedStake - slashedSigned;
-        uint256 total = totalStake - slashedTotal;
-        if (!registry.meetsThreshold(signed, total)) revert SlashedSignersDecide(signed, total);
-    }
-
     /// @dev A certificate counts only until the resolve deadline (then `timeoutRefund`).
     function _checkResolveDeadline(bytes32 dealId, Deal storage d) internal view virtual {
         if (block.timestamp > d.resolveDeadline) revert TooLate(dealId, d.resolveDeadline);
@@ -401,60 +379,6 @@ contract Escrow is EscrowStorage {
     function _in(bytes32 dealId, DealState expected) internal view returns (Deal storage d) {
         d = _deals[dealId];
         if (d.state != expected) revert WrongState(dealId, expected, d.state);
-    }
-
-    function _verdictFieldsHash(
-        bytes32 specHash,
-        bytes32 deliveryHash,
-        bytes32 prestateAnchorHash,
-        bytes32 prestateRoot,
-        bytes32 backendId,
-        bytes32 backendVersionHash
-    ) internal pure returns (bytes32) {
-        return keccak256(
-            abi.encode(
-                specHash,
-                deliveryHash,
-                prestateAnchorHash,
-                prestateRoot,
-                backendId,
-                backendVersionHash
-            )
-        );
-    }
-
-    /// @dev One storage read on the success path; on a mismatch, names the differing field.
-    function _checkCommitment(Deal storage d, VerdictCommitment calldata c) internal view {
-        bytes32 fields = _verdictFieldsHash(
-            c.specHash,
-            c.deliveryHash,
-            c.prestateAnchorHash,
-            c.prestateRoot,
-            c.backendId,
-            c.backendVersionHash
-        );
-        if (fields == d.verdictFieldsHash) return;
-        bytes32 id = c.dealId;
-        if (c.specHash != d.specHash) revert CommitmentMismatch(id, "specHash");
-        if (c.deliveryHash != d.deliveryHash) revert CommitmentMismatch(id, "deliveryHash");
-        if (c.prestateAnchorHash != d.prestateAnchorHash) {
-            revert CommitmentMismatch(id, "prestateAnchorHash");
-        }
-        if (c.prestateRoot != d.prestateRoot) revert CommitmentMismatch(id, "prestateRoot");
-        if (c.backendId != d.backendId) revert CommitmentMismatch(id, "backendId");
-        if (c.backendVersionHash != d.backendVersionHash) {
-            revert CommitmentMismatch(id, "backendVersionHash");
-        }
-        revert CommitmentMismatch(id, "fields");
-    }
-
-    /// @dev `SHA-256(prefix || bytes)` must equal `expected` (the content-hash rule).
-    function _checkContent(string memory prefix, bytes calldata content, bytes32 expected)
-        internal
-        pure
-    {
-        bytes32 computed = sha256(abi.encodePacked(prefix, content));
-        if (computed != expected) revert ContentHashMismatch(expected, computed);
     }
 
     function _receive(Terms calldata terms, bytes32 nonce, Authorization calldata auth) internal {
@@ -473,13 +397,6 @@ contract Escrow is EscrowStorage {
             );
         uint256 received = terms.token.balanceOf(address(this)) - before;
         if (received != terms.amount) revert TransferMismatch(terms.amount, received);
-    }
-
-    function _pull(IERC20 token, address from, uint256 amount) internal {
-        uint256 before = token.balanceOf(address(this));
-        token.safeTransferFrom(from, address(this), amount);
-        uint256 received = token.balanceOf(address(this)) - before;
-        if (received != amount) revert TransferMismatch(amount, received);
     }
 
     /// @dev The only way a deal's funds become withdrawable: marks the deal resolved and credits
@@ -563,58 +480,6 @@ contract Escrow is EscrowStorage {
             d.seller, reproduced, dealId, commitment.traceHash, commitment.backendId
         );
         _settle(dealId, d, reproduced ? Settlement.Released : Settlement.Refunded);
-    }
-
-    /// @dev A certified dispute's resolver fee: `refund = min(fee, gasRefundCap)` to the caller
-    ///      and `pool = fee - refund` to the signers. Without non-signers (or without a pool)
-    ///      it is split now; otherwise it is held for the inclusion window, with the certified
-    ///      digest and the non-signer bitmap.
-    function _accrueFee(
-        bytes32 dealId,
-        Deal storage d,
-        bytes32 digest,
-        uint256 signedStake,
-        bytes memory nonSigners
-    ) internal {
-        uint256 fee = d.resolverFee;
-        if (fee == 0) return;
-        IERC20 token = d.token;
-        uint256 pool = fee - pinnedGasRefund[dealId];
-        uint256 words = pool == 0 ? 0 : _storeNonSigners(dealId, nonSigners);
-        if (words == 0) {
-            _split(dealId, token, d.epoch, fee, pool, signedStake, msg.sender, 0);
-            return;
-        }
-        uint256 closesAt = block.timestamp + INCLUSION_WINDOW;
-        held[dealId] = Held({
-            digest: digest,
-            pool: pool.toUint128(),
-            signedStake: signedStake.toUint128(),
-            submitter: msg.sender,
-            closesAt: closesAt.toUint64(),
-            words: words.toUint8()
-        });
-        emit FeeHeld(dealId, msg.sender, fee, closesAt);
-    }
-
-    /// @dev Stores the non-empty words of a non-signer bitmap; returns its word count, or 0 if
-    ///      no bit is set.
-    function _storeNonSigners(bytes32 dealId, bytes memory bitmap) internal returns (uint256) {
-        uint256 len = bitmap.length;
-        uint256 n = (len + 31) / 32;
-        bool any;
-        for (uint256 w; w < n; ++w) {
-            uint256 chunk;
-            assembly ("memory-safe") {
-                chunk := mload(add(add(bitmap, 0x20), shl(5, w)))
-            }
-            uint256 rest = len - 32 * w;
-            if (rest < 32) chunk &= ~(type(uint256).max >> (8 * rest));
-            if (chunk == 0) continue;
-            nonSignerBits[dealId][w] = chunk;
-            any = true;
-        }
-        return any ? n : 0;
     }
 
     /// @dev Deploys the fee and reward code. Virtual only so that test/mutants can break it.

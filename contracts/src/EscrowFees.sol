@@ -16,8 +16,9 @@ import {IResolverRegistry} from "./interfaces/IResolverRegistry.sol";
 ///         `sweepSlashedRewards`), the sink (`flushSink`) and `recoverExcess`. The Escrow
 ///         deploys it in its constructor and runs it by DELEGATECALL from its fallback, on the
 ///         Escrow's own storage and balance: callers see one contract and one ABI. Split out
-///         only so that the Escrow fits EIP-170's code-size limit. Calls made to this contract
-///         directly revert (`NotThroughEscrow`).
+///         only so that the Escrow fits EIP-170's code-size limit. An Attestor deploys and runs
+///         its own instance the same way (its requests are deals in the same layout). Calls
+///         made to this contract directly revert (`NotThroughEscrow`).
 contract EscrowFees is EscrowStorage {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;

@@ -29,7 +29,10 @@ enum Settlement {
     /// @dev Challenged while the registry's committee held less than its minimum stake, so no
     ///      verdict was possible: buyer refunded, DA bond and dispute deposit returned, nobody
     ///      marked.
-    Cancelled
+    Cancelled,
+    /// @dev An Attestor's request answered by a certificate: its attestation is recorded and
+    ///      its fee accrued to the signers (Attestor; never an Escrow deal).
+    Attested
 }
 
 /// @notice Terms a buyer funds. `dealId = keccak256(abi.encode(chainid, escrow, buyer, terms))`,

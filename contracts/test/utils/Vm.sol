@@ -1,8 +1,17 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
+/// @notice A log recorded by `recordLogs`.
+struct VmLog {
+    bytes32[] topics;
+    bytes data;
+    address emitter;
+}
+
 /// @notice The few forge cheatcodes resolvd's tests use (forge-std is not available offline).
 interface Vm {
+    function recordLogs() external;
+    function getRecordedLogs() external returns (VmLog[] memory);
     function readFile(string calldata path) external view returns (string memory);
     function projectRoot() external view returns (string memory);
     function keyExistsJson(string calldata json, string calldata key) external view returns (bool);
