@@ -3,12 +3,14 @@ pragma solidity 0.8.30;
 
 import {Ownable, Ownable2Step} from "@openzeppelin/contracts/access/Ownable2Step.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
 import {Deal, IEscrowErrors, IEscrowEvents} from "./interfaces/IEscrow.sol";
 import {IResolverRegistry} from "./interfaces/IResolverRegistry.sol";
+import {VerdictCommitment} from "./libraries/VerdictHash.sol";
 
 /// @title EscrowStorage
 /// @notice What the Escrow, the Attestor and EscrowFees share: constants, storage layout, the
