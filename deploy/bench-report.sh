@@ -45,7 +45,7 @@ fi
 if [ "${SKIP_CRITERION:-0}" != 1 ]; then
   cargo bench --workspace --locked --bench bls --bench replay -- --noplot >"$out/criterion.log" 2>&1
 fi
-(cd contracts && forge test --match-contract 'BLSGas|EscrowGas|NonSignerGas' >"$out/forge.log" 2>&1)
+(cd contracts && forge test --match-contract 'BLSGas|EscrowGas|NonSignerGas|AttestationGas' >"$out/forge.log" 2>&1)
 for n in 4 7 10; do
   disputes=${BENCH_DISPUTES_MORE:-30}
   [ "$n" = 4 ] && disputes=${BENCH_DISPUTES_4:-50}
@@ -160,6 +160,20 @@ slashes = "; ".join(f"{n} of {n}: {int(gas[f'slashEquivocation-{n}-of-{n}']):,}"
 L.append(f"`slashEquivocation` where all n resolvers signed both outcomes of one deal (all n slashed in one call, one epoch change, proceeds credited; "
          f"each asserted under 2^24 with intrinsic and calldata gas): {slashes} (`EscrowGas.json`); 6 v 6 signers with 4 slashed: "
          f"{int(reg['slashEquivocation-6v6-4slashed']):,} (`RegistryGas.json`).\n")
+att = json.load(open("contracts/snapshots/AttestationGas.json"))
+L.append("### Attestations (`Attestor`, `ResolvdProofVerifier`)\n")
+L.append("`contracts/test/AttestationGas.t.sol` (`contracts/snapshots/AttestationGas.json`), a committee of 4, fee 1e18 "
+         "([contracts/ATTESTATIONS.md](contracts/ATTESTATIONS.md)).\n")
+L.append("| call | gas |\n| --- | --- |")
+for key, what in (("request-fee", "`request` with a fee"), ("request-fee-published", "`request`, content published on chain"),
+                  ("resolve-fee-n4-missing0", "`resolve`, all sign"), ("resolve-fee-n4-missing1", "`resolve`, 1 of 4 left out (fee held)"),
+                  ("timeoutRefund", "`timeoutRefund` of an expired request"),
+                  ("verify-certificate-n4-missing0", "`ResolvdProofVerifier.verify` with a certificate (stateless), all sign"),
+                  ("verify-certificate-n4-missing1", "the same, 1 of 4 left out"),
+                  ("registry-verifyCertificate-n4-missing0", "the registry's `verifyCertificate` alone, for comparison"),
+                  ("verify-recorded", "`verify` with an empty proof (the recorded attestation)")):
+    L.append(f"| {what} | {int(att[key]):,} |")
+L.append("")
 L.append("Certificate verification alone (`contracts/test/BLSGas.t.sol`, a test harness storing a committee like the registry, not the registry itself; "
          "`contracts/snapshots/BLSGas.json`): " + ", ".join(f"{k} = {int(v):,}" for k, v in sorted(bls.items())) + ".\n")
 L.append("## Disputes on a loopback devnet (release build)\n")
