@@ -3,9 +3,15 @@
 //! inspects the actions it queues (lighthouse's sync `TestRig` style).
 
 use super::*;
-use alloy_primitives::{Address, U256};
-use resolvd_consensus::{Member, SecretKey, Signature};
-use resolvd_proto::{Canonical, ReplayRecordV1};
+use alloy_primitives::{keccak256, Address, Bytes, U256};
+use resolvd_consensus::{
+    Attestation, BuilderEvent, Member, QuorumCertificate, SecretKey, Signature,
+};
+use resolvd_proto::{
+    wire::{DisputeAnnouncement, SignedVerdict},
+    Canonical, ReexecRequestV1, ReexecVerdict, ReplayRecordV1, VerdictCommitment,
+    VerdictEnvelopeV1,
+};
 
 const EPOCH: u64 = 3;
 

@@ -1,0 +1,387 @@
+//! Partials and certificates: the verification queue and its batches,
+//! certificates built or gossiped, and widening before submission.
+
+use super::*;
+use alloy_primitives::{keccak256, B256};
+use resolvd_consensus::{Attestation, BuilderEvent, Queued, QuorumCertificate};
+use resolvd_proto::wire::{SignedVerdict, WireMessage};
+use std::time::Instant;
+use tracing::{error, info, warn};
+
+/// A queued partial waiting for its verification batch (one per message:
+/// a forged partial and the genuine one of the same signer and digest wait
+/// side by side, and each verdict goes to that message's own origins).
+pub(crate) struct Deferred<O: MessageOrigin> {
+    pub(crate) partial: SignedVerdict,
+    pub(crate) origins: Vec<O>,
+    pub(crate) arrived: Instant,
+    /// The peer whose pending quota this entry uses.
+    pub(crate) charged: Option<O::Peer>,
+}
+
+/// A commitment waiting for its verification batch.
+pub(crate) struct PendingCommit<O: MessageOrigin> {
+    pub(crate) origins: Vec<O>,
+    pub(crate) arrived: Instant,
+    pub(crate) charged: Option<O::Peer>,
+}
+
+/// The key of a deferred partial: the message itself.
+pub(crate) type PartialKey = (B256, u32, [u8; 96]);
+
+pub(crate) fn certificate_id(qc: &QuorumCertificate) -> B256 {
+    keccak256(qc.to_wire().encode_wire())
+}
+
+impl<O: MessageOrigin> Engine<O> {
+    /// The deal is looked up (and every cheap check made) before the
+    /// certificate's signature is decompressed: a certificate that would be
+    /// ignored costs a map lookup, not a point decompression.
+    pub(crate) fn on_gossiped_certificate(
+        &mut self,
+        w: &resolvd_proto::wire::QuorumCertificate,
+        origin: &O,
+        now: Instant,
+    ) -> Validation {
+        let deal_id = w.commitment.deal_id;
+        let Some(d) = self.disputes.get(&deal_id) else {
+            // Not confirmed here (or long settled): no pairing for it. The
+            // sender republishes while the dispute is open.
+            return Validation::Ignore;
+        };
+        if d.view.phase.is_final() {
+            return Validation::Ignore;
+        }
+        if w.epoch != d.info.epoch || !matches_deal(&w.commitment, &d.info) {
+            warn!(target: "p2p", peer = %origin.peer(), deal = %deal_id, "certificate does not match the confirmed deal");
+            return Validation::Reject;
+        }
+        if d.certificate.is_some() {
+            // One verified certificate per dispute is enough; copies and
+            // variants cost nothing (no pairing, no score).
+            return Validation::Ignore;
+        }
+        if !d.rejected.is_empty() && d.rejected.contains(&keccak256(w.encode_wire())) {
+            return Validation::Ignore;
+        }
+        let Some(domain) = self.domains.get(&d.info.escrow) else {
+            return Validation::Ignore;
+        };
+        let Some(committee) = self.committees.get(&w.epoch) else {
+            return Validation::Ignore;
+        };
+        let qc = match QuorumCertificate::from_wire(w) {
+            Ok(qc) => qc,
+            Err(e) => {
+                warn!(target: "p2p", peer = %origin.peer(), error = %e, "bad certificate encoding");
+                return Validation::Reject;
+            }
+        };
+        match qc.verify(committee, domain) {
+            Ok(_) => {
+                self.on_certificate(qc, false, now);
+                Validation::Accept
+            }
+            Err(e) => {
+                warn!(target: "p2p", peer = %origin.peer(), error = %e, "invalid certificate");
+                Validation::Reject
+            }
+        }
+    }
+
+    /// Cheap checks now; the signature is verified in the next batch. A
+    /// gossiped partial's validation result is reported after the batch.
+    /// `arrived`: when it reached this node (commit-reveal orders reveals
+    /// and commitments by arrival, not by verification).
+    pub(crate) fn queue_partial(
+        &mut self,
+        p: SignedVerdict,
+        origin: Option<O>,
+        arrived: Instant,
+        now: Instant,
+    ) {
+        let deal_id = p.commitment.deal_id;
+        let reject = |this: &mut Self, origin: Option<O>, why: &str| {
+            if let Some(origin) = origin {
+                warn!(target: "p2p", peer = %origin.peer(), deal = %deal_id, epoch = p.epoch, why, "rejecting partial");
+                this.report(origin, Topic::Verdicts, Validation::Reject);
+            }
+        };
+        if p.epoch == 0 {
+            return reject(self, origin, "epoch 0 has no committee");
+        }
+        let known = self
+            .disputes
+            .get(&deal_id)
+            .map(|d| (d.info.epoch, d.view.phase.is_final(), matches_deal(&p.commitment, &d.info)));
+        let escrow = self.disputes.get(&deal_id).map(|d| d.info.escrow);
+        match known {
+            None if self.finished.contains(&deal_id) => {
+                if let Some(origin) = origin {
+                    self.report(origin, Topic::Verdicts, Validation::Ignore);
+                }
+                return;
+            }
+            None => return self.buffer(p, origin, arrived, now),
+            Some((epoch, _, _)) if epoch != p.epoch => {
+                return reject(self, origin, "not the dispute's pinned epoch");
+            }
+            Some((_, _, false)) => return reject(self, origin, "does not match the deal's fields"),
+            Some((_, true, _)) => {
+                if let Some(origin) = origin {
+                    self.report(origin, Topic::Verdicts, Validation::Ignore);
+                }
+                return;
+            }
+            Some(_) => {}
+        }
+        let Some(domain) = escrow.and_then(|e| self.domains.get(&e)) else { return };
+        let digest = p.commitment.eip712_digest(domain);
+        let key: PartialKey = (digest, p.signer_index, p.signature);
+        if let Some(entry) = self.deferred.get_mut(&key) {
+            // This very message is waiting: one verdict for every origin.
+            entry.arrived = entry.arrived.min(arrived);
+            match origin {
+                Some(o) if entry.origins.len() < MAX_ORIGINS => entry.origins.push(o),
+                Some(o) => self.report(o, Topic::Verdicts, Validation::Ignore),
+                None => {}
+            }
+            return;
+        }
+        // A peer's partial of this node's own key may be a doppelgänger's:
+        // verified without waiting (before any held signature is released).
+        let mine = origin.is_some()
+            && self.cfg.detect_doppelganger
+            && self.my_index(p.epoch) == Some(p.signer_index);
+        if escrow.and_then(|e| self.builders.get(&(e, p.epoch))).is_none() {
+            // The dispute's committee is still loading.
+            return self.buffer(p, origin, arrived, now);
+        }
+        let reveal = self.disputes.get(&deal_id).map(|d| {
+            (d.reveal_window.is_some(), d.reveals_verified.contains(&(digest, p.signer_index)))
+        });
+        if reveal == Some((true, true)) {
+            if let Some(o) = origin {
+                self.report(o, Topic::Verdicts, Validation::Ignore);
+            }
+            return;
+        }
+        // A peer's messages waiting for verification are bounded per peer.
+        let charged = match origin.as_ref() {
+            Some(o) if !self.pending_quota.take(o.peer(), MAX_PENDING_PER_PEER) => {
+                metrics::count(&self.metrics.gossip_bounded, "pending_quota");
+                if let Some(o) = origin {
+                    self.report(o, Topic::Verdicts, Validation::Ignore);
+                }
+                return;
+            }
+            Some(o) => Some(o.peer().clone()),
+            None => None,
+        };
+        let Some(builder) = escrow.and_then(|e| self.builders.get_mut(&(e, p.epoch))) else {
+            // (Checked above: the builder exists.)
+            if let Some(peer) = &charged {
+                self.pending_quota.give(peer);
+            }
+            return;
+        };
+        let queued = match reveal {
+            Some((true, false)) => builder.on_partial_uncounted(&p),
+            _ => builder.on_partial(&p),
+        };
+        match queued {
+            Ok(Queued::New) => {
+                // Commit-reveal: the reveal phase (after which commitments are
+                // late) starts at the first verified reveal, so reveals are
+                // not held back.
+                let commit_reveal = reveal.is_some_and(|(on, _)| on);
+                let urgent = mine || commit_reveal || builder.could_certify(&digest);
+                let due = now + if urgent { BATCH_WINDOW } else { BATCH_WAIT };
+                self.process_at = Some(self.process_at.map_or(due, |at| at.min(due)));
+                self.deferred.insert(
+                    key,
+                    Deferred {
+                        partial: p,
+                        origins: origin.into_iter().collect(),
+                        arrived,
+                        charged,
+                    },
+                );
+            }
+            Ok(Queued::Duplicate) => {
+                // Already verified (this signer and digest).
+                if let Some(peer) = &charged {
+                    self.pending_quota.give(peer);
+                }
+                if let Some(o) = origin {
+                    self.report(o, Topic::Verdicts, Validation::Ignore);
+                }
+            }
+            Err(e) => {
+                if let Some(peer) = &charged {
+                    self.pending_quota.give(peer);
+                }
+                reject(self, origin, &e.to_string())
+            }
+        }
+    }
+
+    /// Verifies the queued commitments and partials (one batch each; `seed`
+    /// feeds the random scalars of the multi-message checks: pass fresh OS
+    /// randomness). Commitments go first, so a commitment and its reveal
+    /// verified in one batch count in order.
+    pub fn on_batch(&mut self, seed: &[u8; 32], now: Instant) {
+        self.process_at = None;
+        self.verify_commits(seed, now);
+        let mut events = Vec::new();
+        let mut pending = 0;
+        for builder in self.builders.values_mut() {
+            if builder.pending() > 0 {
+                events.extend(builder.process(seed));
+            }
+            pending += builder.pending();
+        }
+        self.metrics.pending_partials.set(pending as i64);
+        for event in events {
+            match event {
+                BuilderEvent::Verified { signer, digest, signature, wire } => {
+                    metrics::count(&self.metrics.partials_verified, "valid");
+                    let Some(entry) = self.deferred.remove(&(digest, signer, wire)) else {
+                        continue;
+                    };
+                    if let Some(peer) = &entry.charged {
+                        self.pending_quota.give(peer);
+                    }
+                    let (p, origins, arrived) = (entry.partial, entry.origins, entry.arrived);
+                    let from_peer = !origins.is_empty();
+                    for origin in origins {
+                        self.report(origin, Topic::Verdicts, Validation::Accept);
+                    }
+                    // (A committee scan: only when detection is on.)
+                    let mine =
+                        self.cfg.detect_doppelganger && self.my_index(p.epoch) == Some(signer);
+                    if let Some(d) = self.disputes.get_mut(&p.commitment.deal_id) {
+                        // Our key, verified, from a peer, and not what this
+                        // data dir signed: the key is running elsewhere.
+                        if mine
+                            && from_peer
+                            && d.own.as_ref().is_none_or(|o| o.commitment != p.commitment)
+                        {
+                            error!(target: "pipeline", deal = %p.commitment.deal_id, signer, "DOPPELGANGER: a partial signed by this node's key that this node did not make: the key runs elsewhere; refusing to sign");
+                            self.doppelganger.get_or_insert((
+                                p.commitment.deal_id,
+                                p.epoch,
+                                signer,
+                            ));
+                        }
+                        let list = d.view.signers.entry(digest).or_default();
+                        if !list.contains(&signer) {
+                            list.push(signer);
+                            list.sort_unstable();
+                        }
+                        // (With commit-reveal, persisted once counted.)
+                        if d.reveal_window.is_none()
+                            && d.own.as_ref().is_none_or(|o| o.signer_index != signer)
+                        {
+                            self.actions.push_back(Action::PersistPartial(p.clone()));
+                        }
+                    }
+                    self.on_verified_reveal(&p, digest, arrived, now);
+                    let escrow = self.disputes.get(&p.commitment.deal_id).map(|d| d.info.escrow);
+                    if let Some(escrow) = escrow {
+                        self.check_conflict(escrow, Attestation::single(&p, signature), now);
+                    }
+                }
+                BuilderEvent::Invalid { signer, digest, wire } => {
+                    metrics::count(&self.metrics.partials_verified, "invalid");
+                    if let Some(entry) = self.deferred.remove(&(digest, signer, wire)) {
+                        if let Some(peer) = &entry.charged {
+                            self.pending_quota.give(peer);
+                        }
+                        for origin in entry.origins {
+                            warn!(target: "p2p", peer = %origin.peer(), signer, "rejecting partial with an invalid signature");
+                            self.report(origin, Topic::Verdicts, Validation::Reject);
+                        }
+                    }
+                }
+                BuilderEvent::Certificate(qc) => self.on_certificate(*qc, true, now),
+            }
+        }
+    }
+
+    pub(crate) fn on_certificate(&mut self, qc: QuorumCertificate, built_here: bool, now: Instant) {
+        let deal_id = qc.commitment.deal_id;
+        let escrow = self.disputes.get(&deal_id).map(|d| d.info.escrow);
+        if let (Some(escrow), Some(committee)) = (escrow, self.committees.get(&qc.epoch)) {
+            if let Ok(a) = qc.attestation(committee) {
+                self.check_conflict(escrow, a, now);
+            }
+        }
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        if d.certificate.is_some() || d.view.phase.is_final() {
+            return;
+        }
+        if qc.epoch != d.info.epoch || !matches_deal(&qc.commitment, &d.info) {
+            warn!(target: "pipeline", deal = %deal_id, "certificate does not match the deal: ignored");
+            return;
+        }
+        if !d.rejected.is_empty() && d.rejected.contains(&certificate_id(&qc)) {
+            return;
+        }
+        self.actions.push_back(Action::PersistCertificate(Box::new(qc.clone())));
+        let elapsed = now.saturating_duration_since(d.seen);
+        self.metrics.certificates.inc();
+        self.metrics.dispute_to_certificate.observe(elapsed.as_secs_f64());
+        d.view.certificate_ms = Some(elapsed.as_millis() as u64);
+        d.view.certificate_non_signers = Some(qc.non_signers.clone());
+        d.view.certified_outcome = Some(qc.commitment.outcome);
+        // A node still fetching or replaying finishes its own replay and
+        // signs (more signers, and a check of the certificate against its
+        // own result); otherwise it now waits for settlement.
+        if matches!(d.view.phase, Phase::Signed | Phase::Observing) {
+            d.view.phase = Phase::Certified;
+        }
+        // The order is over the whole committee, not this node's certificate's
+        // signers: nodes holding different certificates still agree on it.
+        let committee = self.committees.get(&qc.epoch);
+        let members: Vec<u32> =
+            committee.map(|c| c.members().iter().map(|m| m.index).collect()).unwrap_or_default();
+        let me = self.me.as_ref().and_then(|k| committee?.index_of(k));
+        let rank = me.map_or(members.len(), |me| submit_rank(&deal_id, &members, me));
+        d.submit_at = Some(now + self.cfg.submit_slot * rank as u32);
+        d.submit_backoff = self.cfg.retry;
+        info!(target: "pipeline", deal = %deal_id, outcome = ?qc.commitment.outcome, non_signers = ?qc.non_signers, built_here, rank, "certificate");
+        d.certificate = Some(qc.clone());
+        d.certificate_from_peer = !built_here;
+        if built_here && rank < CERTIFICATE_GOSSIPERS {
+            d.certificate_gossiped = true;
+            d.last_publish = now;
+            self.actions.push_back(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
+        }
+    }
+
+    /// Replaces a dispute's certificate by one with more signers, if this
+    /// node's builder verified (and counted) more for the same commitment.
+    pub(crate) fn widen_certificate(&mut self, deal_id: &B256) {
+        let Some(d) = self.disputes.get(deal_id) else { return };
+        let (Some(qc), Some(domain)) = (&d.certificate, self.domains.get(&d.info.escrow)) else {
+            return;
+        };
+        let Some(builder) = self.builders.get(&(d.info.escrow, qc.epoch)) else { return };
+        let digest = qc.commitment.eip712_digest(domain);
+        let signers = builder.committee().len().saturating_sub(qc.non_signers.len());
+        if builder.signer_count(&digest) <= signers {
+            return;
+        }
+        let Some(best) = builder.best_certificate(&digest) else { return };
+        if best.commitment != qc.commitment || best.non_signers.len() >= qc.non_signers.len() {
+            return;
+        }
+        info!(target: "pipeline", deal = %deal_id, before = ?qc.non_signers, after = ?best.non_signers, "certificate widened with later signers");
+        self.actions.push_back(Action::PersistCertificate(Box::new(best.clone())));
+        if let Some(d) = self.disputes.get_mut(deal_id) {
+            d.view.certificate_non_signers = Some(best.non_signers.clone());
+            d.certificate = Some(best);
+        }
+    }
+}
