@@ -122,4 +122,14 @@ impl<O: MessageOrigin> Engine<O> {
             self.advance(deal_id, now);
         }
     }
+
+    /// Retries the committee loads that failed, once due.
+    pub(crate) fn retry_committees(&mut self, now: Instant) {
+        let due: Vec<u64> =
+            self.committee_retry.iter().filter(|(_, t)| now >= **t).map(|(e, _)| *e).collect();
+        for epoch in due {
+            self.committee_retry.remove(&epoch);
+            self.load_committee(epoch);
+        }
+    }
 }

@@ -210,7 +210,7 @@ impl<O: MessageOrigin> Engine<O> {
         arrived: Instant,
         now: Instant,
     ) -> Option<Validation> {
-        if self.early_commits_len >= self.cfg.max_buffered_partials {
+        if self.early_commits.len() >= self.cfg.max_buffered_partials {
             self.metrics.dropped_partials.inc();
             return Some(Validation::Ignore);
         }
@@ -220,20 +220,13 @@ impl<O: MessageOrigin> Engine<O> {
                 return Some(Validation::Ignore);
             }
         }
-        self.early_commits_len += 1;
         let until = now + self.cfg.buffer_ttl;
-        self.early_commits.entry(c.deal_id).or_default().push(EarlyCommit {
-            commit: c,
-            origin,
-            arrived,
-            until,
-        });
+        self.early_commits.push(c.deal_id, EarlyCommit { commit: c, origin, arrived, until });
         None
     }
 
     pub(crate) fn release_early_commits(&mut self, deal_id: &B256, now: Instant) {
-        for e in self.early_commits.remove(deal_id).unwrap_or_default() {
-            self.early_commits_len -= 1;
+        for e in self.early_commits.take(deal_id) {
             if let Some(o) = &e.origin {
                 self.early_quota.give(o.peer());
             }
@@ -245,15 +238,13 @@ impl<O: MessageOrigin> Engine<O> {
     }
 
     pub(crate) fn drop_buffered(&mut self, deal_id: &B256) {
-        for b in self.buffered.remove(deal_id).unwrap_or_default() {
-            self.buffered_len -= 1;
+        for b in self.buffered.take(deal_id) {
             if let Some(origin) = b.origin {
                 self.early_quota.give(origin.peer());
                 self.report(origin, Topic::Verdicts, Validation::Ignore);
             }
         }
-        for e in self.early_commits.remove(deal_id).unwrap_or_default() {
-            self.early_commits_len -= 1;
+        for e in self.early_commits.take(deal_id) {
             if let Some(origin) = e.origin {
                 self.early_quota.give(origin.peer());
                 self.report(origin, Topic::Commits, Validation::Ignore);
@@ -262,8 +253,7 @@ impl<O: MessageOrigin> Engine<O> {
     }
 
     pub(crate) fn release_buffered(&mut self, deal_id: &B256, now: Instant) {
-        for b in self.buffered.remove(deal_id).unwrap_or_default() {
-            self.buffered_len -= 1;
+        for b in self.buffered.take(deal_id) {
             if let Some(o) = &b.origin {
                 self.early_quota.give(o.peer());
             }
@@ -278,7 +268,7 @@ impl<O: MessageOrigin> Engine<O> {
         arrived: Instant,
         now: Instant,
     ) {
-        if self.buffered_len >= self.cfg.max_buffered_partials {
+        if self.buffered.len() >= self.cfg.max_buffered_partials {
             self.metrics.dropped_partials.inc();
             if let Some(origin) = origin {
                 self.report(origin, Topic::Verdicts, Validation::Ignore);
@@ -294,13 +284,10 @@ impl<O: MessageOrigin> Engine<O> {
                 return;
             }
         }
-        self.buffered_len += 1;
-        self.buffered.entry(p.commitment.deal_id).or_default().push(Buffered {
-            partial: p,
-            origin,
-            arrived,
-            until: now + self.cfg.buffer_ttl,
-        });
+        self.buffered.push(
+            p.commitment.deal_id,
+            Buffered { partial: p, origin, arrived, until: now + self.cfg.buffer_ttl },
+        );
     }
 
     /// The watcher found blocks from `from` on reorged out, with the logs it
@@ -379,5 +366,22 @@ impl<O: MessageOrigin> Engine<O> {
             source: ConfirmSource::Chain,
             delay: Duration::ZERO,
         });
+    }
+
+    /// Drops the early-buffer entries (partials, then commitments) whose
+    /// dispute did not show up within `buffer_ttl`.
+    pub(crate) fn expire_early(&mut self, now: Instant) {
+        for b in self.buffered.drain_expired(|b| now >= b.until) {
+            if let Some(origin) = b.origin {
+                self.early_quota.give(origin.peer());
+                self.report(origin, Topic::Verdicts, Validation::Ignore);
+            }
+        }
+        for e in self.early_commits.drain_expired(|e| now >= e.until) {
+            if let Some(origin) = e.origin {
+                self.early_quota.give(origin.peer());
+                self.report(origin, Topic::Commits, Validation::Ignore);
+            }
+        }
     }
 }

@@ -50,7 +50,7 @@ pub use metrics::EngineMetrics;
 pub use replay::gather;
 pub use submit::{submit_rank, CERTIFICATE_GOSSIPERS};
 
-use bounded::{Quota, Recent};
+use bounded::{BoundedBuffer, Quota, Recent};
 use dispute::{same_dispute, Dispute};
 use intake::{Buffered, EarlyCommit};
 use partials::{certificate_id, Deferred, PartialKey, PendingCommit};
@@ -189,8 +189,7 @@ pub struct Engine<O: MessageOrigin> {
     /// Deals settled or expired and evicted from memory (the newest `max_finished`).
     finished: Recent,
     /// Partials for disputes not confirmed here yet (or whose committee is loading).
-    buffered: HashMap<B256, Vec<Buffered<O>>>,
-    buffered_len: usize,
+    buffered: BoundedBuffer<Buffered<O>>,
     /// Early-buffer entries (partials and commitments) held per peer.
     early_quota: Quota<O::Peer>,
     /// Queued partials waiting for the batch (by message), with every origin
@@ -222,8 +221,7 @@ pub struct Engine<O: MessageOrigin> {
     /// pinned by each dispute when this node starts it.
     commit_reveal: Option<Duration>,
     /// Commitments for disputes not started here yet (bounded like `buffered`).
-    early_commits: HashMap<B256, Vec<EarlyCommit<O>>>,
-    early_commits_len: usize,
+    early_commits: BoundedBuffer<EarlyCommit<O>>,
     process_at: Option<Instant>,
     actions: VecDeque<Action<O>>,
 }
@@ -257,8 +255,7 @@ impl<O: MessageOrigin> Engine<O> {
             builders: BTreeMap::new(),
             disputes: HashMap::new(),
             finished,
-            buffered: HashMap::new(),
-            buffered_len: 0,
+            buffered: BoundedBuffer::default(),
             early_quota: Quota::default(),
             deferred: HashMap::new(),
             pending_commits: HashMap::new(),
@@ -273,8 +270,7 @@ impl<O: MessageOrigin> Engine<O> {
             slashes: Vec::new(),
             doppelganger: None,
             commit_reveal: None,
-            early_commits: HashMap::new(),
-            early_commits_len: 0,
+            early_commits: BoundedBuffer::default(),
             process_at: None,
             actions: VecDeque::new(),
         }
@@ -362,7 +358,7 @@ impl<O: MessageOrigin> Engine<O> {
 
     /// Partials held for unconfirmed disputes.
     pub fn buffered_partials(&self) -> usize {
-        self.buffered_len
+        self.buffered.len()
     }
 
     /// Slash tasks not yet done.
@@ -384,147 +380,62 @@ impl<O: MessageOrigin> Engine<O> {
         self.chain_time = self.chain_time.max(timestamp);
     }
 
-    /// Retries, deadlines, submissions, slashings, re-gossip and eviction.
+    /// Retries, deadlines, submissions, slashings, re-gossip and eviction:
+    /// one call per job, in this order (the Rig's `on_tick_*` tests pin the
+    /// orderings that show):
+    ///
+    /// 1. committee loads that failed, then fetch retries due;
+    /// 2. expiry in chain time, before submission (an expired deal's
+    ///    certificate is never sent) and before eviction;
+    /// 3. commit-reveal timers (the reveal, the fallbacks), before submission
+    ///    (a certificate a fallback completes is sent in the same tick) and
+    ///    before republishing (the partial goes out, not the commitment again);
+    /// 4. submissions (each certificate widened first) and slashings, if this
+    ///    node sends transactions;
+    /// 5. republishing of own partials, commitments and certificates;
+    /// 6. early buffers past `buffer_ttl` (partials, then commitments);
+    /// 7. evidence waiting for committees, committee eviction, then eviction
+    ///    of disputes finished `retain_settled` ago.
     pub fn on_tick(&mut self, now: Instant) {
-        // Committee loads that failed.
-        let due: Vec<u64> =
-            self.committee_retry.iter().filter(|(_, t)| now >= **t).map(|(e, _)| *e).collect();
-        for epoch in due {
-            self.committee_retry.remove(&epoch);
-            self.load_committee(epoch);
-        }
-        // Retries of fetching disputes.
-        let due: Vec<B256> = self
-            .disputes
-            .iter()
-            .filter(|(_, d)| {
-                d.view.phase == Phase::Fetching && !d.gathering && now >= d.next_attempt
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
-            self.advance(id, now);
-        }
-        // Deadlines, in chain time (the escrow's clock).
-        if self.chain_time > 0 {
-            let chain_time = self.chain_time;
-            let mut expired = Vec::new();
-            for d in self.disputes.values_mut() {
-                let deadline = d.info.resolve_deadline.saturating_add(EXPIRY_GRACE_SECS);
-                if !d.view.phase.is_final() && chain_time > deadline {
-                    d.finish(Phase::Expired, now);
-                    warn!(target: "node", deal = %d.info.deal_id, "resolve deadline passed unsettled");
-                    expired.push(d.info.clone());
-                }
-            }
-            for info in expired {
-                self.drop_buffered(&info.deal_id);
-                self.push(Action::PersistDispute(Box::new(info), DisputeStatus::Expired));
-            }
-        }
+        self.retry_committees(now);
+        self.retry_fetches(now);
+        self.expire(now);
         self.reveal_timers(now);
-        // Submissions and slashings.
         if self.cfg.submits {
-            // A certificate due now takes in every signer verified since it
-            // formed (they are paid, and each non-signer costs gas).
-            let due: Vec<B256> = self
-                .disputes
-                .iter()
-                .filter(|(_, d)| !d.submitting && d.submit_at.is_some_and(|t| now >= t))
-                .map(|(id, _)| *id)
-                .collect();
-            for id in due {
-                self.widen_certificate(&id);
-            }
-            let mut submit = Vec::new();
-            for (id, d) in &mut self.disputes {
-                if !d.submitting && d.submit_at.is_some_and(|t| now >= t) {
-                    if let Some(qc) = &d.certificate {
-                        d.submitting = true;
-                        if !d.certificate_gossiped && !d.certificate_from_peer {
-                            // The submitters before this one did not settle
-                            // and no certificate reached this node: peers may
-                            // lack one too.
-                            d.certificate_gossiped = true;
-                            submit
-                                .push(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
-                        }
-                        submit.push(Action::Submit {
-                            deal_id: *id,
-                            escrow: d.info.escrow,
-                            certificate: Box::new(qc.clone()),
-                        });
-                    }
-                }
-            }
-            self.actions.extend(submit);
-            let mut slash = Vec::new();
-            for t in self.slashes.iter_mut().filter(|t| !t.running && now >= t.at) {
-                t.running = true;
-                slash.push(Action::Slash(Box::new(t.request.clone())));
-            }
-            self.actions.extend(slash);
+            self.submit_due(now);
+            self.slash_due(now);
         }
-        // Re-gossip own partials and certificates of open disputes.
-        let republish = self.cfg.republish;
-        let mut again = Vec::new();
-        for d in self.disputes.values_mut() {
-            if !d.view.phase.is_final()
-                && now.saturating_duration_since(d.last_publish) >= republish
-            {
-                d.last_publish = now;
-                let unrevealed = d.view.commit_reveal.as_ref().is_some_and(|cr| !cr.revealed);
-                if unrevealed {
-                    again.extend(d.own_commit.map(Gossip::Commit));
-                } else {
-                    again.extend(d.own.clone().map(Gossip::Verdict));
-                    again.extend(d.extra.iter().cloned().map(Gossip::Verdict));
-                }
-                again.extend(
-                    d.certificate
-                        .as_ref()
-                        .filter(|_| d.certificate_gossiped)
-                        .map(|c| Gossip::Certificate(Box::new(c.to_wire()))),
-                );
-            }
-        }
-        self.actions.extend(again.into_iter().map(Action::Publish));
-        // Buffered partials whose dispute never showed up.
-        let mut stale = Vec::new();
-        for list in self.buffered.values_mut() {
-            list.retain_mut(|b| {
-                if now < b.until {
-                    return true;
-                }
-                stale.extend(b.origin.take());
-                false
-            });
-        }
-        self.buffered.retain(|_, l| !l.is_empty());
-        self.buffered_len = self.buffered.values().map(Vec::len).sum();
-        for origin in stale {
-            self.early_quota.give(origin.peer());
-            self.report(origin, Topic::Verdicts, Validation::Ignore);
-        }
-        let mut stale = Vec::new();
-        for list in self.early_commits.values_mut() {
-            list.retain_mut(|e| {
-                if now < e.until {
-                    return true;
-                }
-                stale.extend(e.origin.take());
-                false
-            });
-        }
-        self.early_commits.retain(|_, l| !l.is_empty());
-        self.early_commits_len = self.early_commits.values().map(Vec::len).sum();
-        for origin in stale {
-            self.early_quota.give(origin.peer());
-            self.report(origin, Topic::Commits, Validation::Ignore);
-        }
+        self.republish(now);
+        self.expire_early(now);
         self.retry_waiting_evidence(now);
         self.evict_committees();
-        // Eviction of disputes finished long enough ago.
+        self.evict_finished(now);
+    }
+
+    /// Expires the open disputes past their resolve deadline (chain time,
+    /// the escrow's clock, plus a grace).
+    fn expire(&mut self, now: Instant) {
+        if self.chain_time == 0 {
+            return;
+        }
+        let chain_time = self.chain_time;
+        let mut expired = Vec::new();
+        for d in self.disputes.values_mut() {
+            let deadline = d.info.resolve_deadline.saturating_add(EXPIRY_GRACE_SECS);
+            if !d.view.phase.is_final() && chain_time > deadline {
+                d.finish(Phase::Expired, now);
+                warn!(target: "node", deal = %d.info.deal_id, "resolve deadline passed unsettled");
+                expired.push(d.info.clone());
+            }
+        }
+        for info in expired {
+            self.drop_buffered(&info.deal_id);
+            self.push(Action::PersistDispute(Box::new(info), DisputeStatus::Expired));
+        }
+    }
+
+    /// Evicts the disputes finished at least `retain_settled` ago.
+    fn evict_finished(&mut self, now: Instant) {
         let retain = self.cfg.retain_settled;
         let evict: Vec<B256> = self
             .disputes

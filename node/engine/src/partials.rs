@@ -384,4 +384,33 @@ impl<O: MessageOrigin> Engine<O> {
             d.certificate = Some(best);
         }
     }
+
+    /// Re-gossips the own partials (or, before the reveal, the own
+    /// commitment) and gossiped certificates of open disputes every
+    /// `republish`.
+    pub(crate) fn republish(&mut self, now: Instant) {
+        let republish = self.cfg.republish;
+        let mut again = Vec::new();
+        for d in self.disputes.values_mut() {
+            if !d.view.phase.is_final()
+                && now.saturating_duration_since(d.last_publish) >= republish
+            {
+                d.last_publish = now;
+                let unrevealed = d.view.commit_reveal.as_ref().is_some_and(|cr| !cr.revealed);
+                if unrevealed {
+                    again.extend(d.own_commit.map(Gossip::Commit));
+                } else {
+                    again.extend(d.own.clone().map(Gossip::Verdict));
+                    again.extend(d.extra.iter().cloned().map(Gossip::Verdict));
+                }
+                again.extend(
+                    d.certificate
+                        .as_ref()
+                        .filter(|_| d.certificate_gossiped)
+                        .map(|c| Gossip::Certificate(Box::new(c.to_wire()))),
+                );
+            }
+        }
+        self.actions.extend(again.into_iter().map(Action::Publish));
+    }
 }

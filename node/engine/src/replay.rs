@@ -321,4 +321,19 @@ impl<O: MessageOrigin> Engine<O> {
             d.view.last_error = Some(reason);
         }
     }
+
+    /// Retries the fetching disputes whose backoff passed.
+    pub(crate) fn retry_fetches(&mut self, now: Instant) {
+        let due: Vec<B256> = self
+            .disputes
+            .iter()
+            .filter(|(_, d)| {
+                d.view.phase == Phase::Fetching && !d.gathering && now >= d.next_attempt
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.advance(id, now);
+        }
+    }
 }

@@ -241,4 +241,14 @@ impl<O: MessageOrigin> Engine<O> {
             }
         }
     }
+
+    /// Starts the slash tasks due.
+    pub(crate) fn slash_due(&mut self, now: Instant) {
+        let mut slash = Vec::new();
+        for t in self.slashes.iter_mut().filter(|t| !t.running && now >= t.at) {
+            t.running = true;
+            slash.push(Action::Slash(Box::new(t.request.clone())));
+        }
+        self.actions.extend(slash);
+    }
 }

@@ -97,4 +97,40 @@ impl<O: MessageOrigin> Engine<O> {
             }
         }
     }
+
+    /// Submits the certificates due. A certificate due now first takes in
+    /// every signer verified since it formed (they are paid, and each
+    /// non-signer costs gas).
+    pub(crate) fn submit_due(&mut self, now: Instant) {
+        let due: Vec<B256> = self
+            .disputes
+            .iter()
+            .filter(|(_, d)| !d.submitting && d.submit_at.is_some_and(|t| now >= t))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.widen_certificate(&id);
+        }
+        let mut submit = Vec::new();
+        for (id, d) in &mut self.disputes {
+            if !d.submitting && d.submit_at.is_some_and(|t| now >= t) {
+                if let Some(qc) = &d.certificate {
+                    d.submitting = true;
+                    if !d.certificate_gossiped && !d.certificate_from_peer {
+                        // The submitters before this one did not settle
+                        // and no certificate reached this node: peers may
+                        // lack one too.
+                        d.certificate_gossiped = true;
+                        submit.push(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
+                    }
+                    submit.push(Action::Submit {
+                        deal_id: *id,
+                        escrow: d.info.escrow,
+                        certificate: Box::new(qc.clone()),
+                    });
+                }
+            }
+        }
+        self.actions.extend(submit);
+    }
 }
