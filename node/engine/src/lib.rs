@@ -34,6 +34,7 @@ mod bounded;
 mod commit_reveal;
 mod committees;
 mod dispute;
+mod doppelganger;
 mod intake;
 mod partials;
 mod replay;
@@ -372,6 +373,13 @@ impl<O: MessageOrigin> Engine<O> {
 
     fn report(&mut self, origin: O, topic: Topic, acceptance: Validation) {
         self.push(Action::Report { origin, topic, acceptance });
+    }
+
+    /// Reports a message ignored, if it came from a peer.
+    fn ignore(&mut self, origin: Option<O>, topic: Topic) {
+        if let Some(origin) = origin {
+            self.report(origin, topic, Validation::Ignore);
+        }
     }
 
     /// A new head and its timestamp (chain time).

@@ -6,7 +6,7 @@ use alloy_primitives::{keccak256, B256};
 use resolvd_consensus::{Attestation, BuilderEvent, Queued, QuorumCertificate};
 use resolvd_proto::wire::{SignedVerdict, WireMessage};
 use std::time::Instant;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 /// A queued partial waiting for its verification batch (one per message:
 /// a forged partial and the genuine one of the same signer and digest wait
@@ -27,6 +27,18 @@ pub(crate) struct PendingCommit<O: MessageOrigin> {
 }
 
 /// The key of a deferred partial: the message itself.
+/// Where a partial stands before it is queued ([`Engine::queue_partial`]).
+enum Screen {
+    /// Invalid for the dispute it names: its sender is penalised.
+    Reject(&'static str),
+    /// Of a finished dispute: ignored.
+    Ignore,
+    /// Of a dispute not confirmed here yet: held.
+    Buffer,
+    /// Of an open dispute of this escrow.
+    Open(Address),
+}
+
 pub(crate) type PartialKey = (B256, u32, [u8; 96]);
 
 pub(crate) fn certificate_id(qc: &QuorumCertificate) -> B256 {
@@ -100,42 +112,13 @@ impl<O: MessageOrigin> Engine<O> {
         arrived: Instant,
         now: Instant,
     ) {
-        let deal_id = p.commitment.deal_id;
-        let reject = |this: &mut Self, origin: Option<O>, why: &str| {
-            if let Some(origin) = origin {
-                warn!(target: "p2p", peer = %origin.peer(), deal = %deal_id, epoch = p.epoch, why, "rejecting partial");
-                this.report(origin, Topic::Verdicts, Validation::Reject);
-            }
+        let escrow = match self.screen_partial(&p) {
+            Screen::Reject(why) => return self.reject_partial(origin, &p, why),
+            Screen::Ignore => return self.ignore(origin, Topic::Verdicts),
+            Screen::Buffer => return self.buffer(p, origin, arrived, now),
+            Screen::Open(escrow) => escrow,
         };
-        if p.epoch == 0 {
-            return reject(self, origin, "epoch 0 has no committee");
-        }
-        let known = self
-            .disputes
-            .get(&deal_id)
-            .map(|d| (d.info.epoch, d.view.phase.is_final(), matches_deal(&p.commitment, &d.info)));
-        let escrow = self.disputes.get(&deal_id).map(|d| d.info.escrow);
-        match known {
-            None if self.finished.contains(&deal_id) => {
-                if let Some(origin) = origin {
-                    self.report(origin, Topic::Verdicts, Validation::Ignore);
-                }
-                return;
-            }
-            None => return self.buffer(p, origin, arrived, now),
-            Some((epoch, _, _)) if epoch != p.epoch => {
-                return reject(self, origin, "not the dispute's pinned epoch");
-            }
-            Some((_, _, false)) => return reject(self, origin, "does not match the deal's fields"),
-            Some((_, true, _)) => {
-                if let Some(origin) = origin {
-                    self.report(origin, Topic::Verdicts, Validation::Ignore);
-                }
-                return;
-            }
-            Some(_) => {}
-        }
-        let Some(domain) = escrow.and_then(|e| self.domains.get(&e)) else { return };
+        let Some(domain) = self.domains.get(&escrow) else { return };
         let digest = p.commitment.eip712_digest(domain);
         let key: PartialKey = (digest, p.signer_index, p.signature);
         if let Some(entry) = self.deferred.get_mut(&key) {
@@ -148,38 +131,73 @@ impl<O: MessageOrigin> Engine<O> {
             }
             return;
         }
-        // A peer's partial of this node's own key may be a doppelgänger's:
-        // verified without waiting (before any held signature is released).
-        let mine = origin.is_some()
-            && self.cfg.detect_doppelganger
-            && self.my_index(p.epoch) == Some(p.signer_index);
-        if escrow.and_then(|e| self.builders.get(&(e, p.epoch))).is_none() {
+        if !self.builders.contains_key(&(escrow, p.epoch)) {
             // The dispute's committee is still loading.
             return self.buffer(p, origin, arrived, now);
         }
-        let reveal = self.disputes.get(&deal_id).map(|d| {
+        self.defer_partial(p, origin, arrived, now, escrow, key);
+    }
+
+    /// Where a partial stands before it is queued: for an open dispute this
+    /// node knows, its escrow.
+    fn screen_partial(&self, p: &SignedVerdict) -> Screen {
+        if p.epoch == 0 {
+            return Screen::Reject("epoch 0 has no committee");
+        }
+        let deal_id = p.commitment.deal_id;
+        match self.disputes.get(&deal_id) {
+            None if self.finished.contains(&deal_id) => Screen::Ignore,
+            None => Screen::Buffer,
+            Some(d) if d.info.epoch != p.epoch => Screen::Reject("not the dispute's pinned epoch"),
+            Some(d) if !matches_deal(&p.commitment, &d.info) => {
+                Screen::Reject("does not match the deal's fields")
+            }
+            Some(d) if d.view.phase.is_final() => Screen::Ignore,
+            Some(d) => Screen::Open(d.info.escrow),
+        }
+    }
+
+    fn reject_partial(&mut self, origin: Option<O>, p: &SignedVerdict, why: &str) {
+        if let Some(origin) = origin {
+            warn!(target: "p2p", peer = %origin.peer(), deal = %p.commitment.deal_id, epoch = p.epoch, why, "rejecting partial");
+            self.report(origin, Topic::Verdicts, Validation::Reject);
+        }
+    }
+
+    /// Queues a partial (message `key`) of an open dispute whose committee
+    /// is loaded in its builder, for the next verification batch: soon if it
+    /// could complete the certificate (or is a reveal, or maybe a
+    /// doppelgänger's), else within [`BATCH_WAIT`].
+    fn defer_partial(
+        &mut self,
+        p: SignedVerdict,
+        origin: Option<O>,
+        arrived: Instant,
+        now: Instant,
+        escrow: Address,
+        key: PartialKey,
+    ) {
+        let digest = key.0;
+        let reveal = self.disputes.get(&p.commitment.deal_id).map(|d| {
             (d.reveal_window.is_some(), d.reveals_verified.contains(&(digest, p.signer_index)))
         });
         if reveal == Some((true, true)) {
-            if let Some(o) = origin {
-                self.report(o, Topic::Verdicts, Validation::Ignore);
-            }
-            return;
+            return self.ignore(origin, Topic::Verdicts);
         }
+        // A peer's partial of this node's own key may be a doppelgänger's:
+        // verified without waiting (before any held signature is released).
+        let mine = origin.is_some() && self.own_key(p.epoch, p.signer_index);
         // A peer's messages waiting for verification are bounded per peer.
         let charged = match origin.as_ref() {
             Some(o) if !self.pending_quota.take(o.peer(), MAX_PENDING_PER_PEER) => {
                 metrics::count(&self.metrics.gossip_bounded, "pending_quota");
-                if let Some(o) = origin {
-                    self.report(o, Topic::Verdicts, Validation::Ignore);
-                }
-                return;
+                return self.ignore(origin, Topic::Verdicts);
             }
             Some(o) => Some(o.peer().clone()),
             None => None,
         };
-        let Some(builder) = escrow.and_then(|e| self.builders.get_mut(&(e, p.epoch))) else {
-            // (Checked above: the builder exists.)
+        let Some(builder) = self.builders.get_mut(&(escrow, p.epoch)) else {
+            // (Checked by the caller: the builder exists.)
             if let Some(peer) = &charged {
                 self.pending_quota.give(peer);
             }
@@ -198,30 +216,21 @@ impl<O: MessageOrigin> Engine<O> {
                 let urgent = mine || commit_reveal || builder.could_certify(&digest);
                 let due = now + if urgent { BATCH_WINDOW } else { BATCH_WAIT };
                 self.process_at = Some(self.process_at.map_or(due, |at| at.min(due)));
-                self.deferred.insert(
-                    key,
-                    Deferred {
-                        partial: p,
-                        origins: origin.into_iter().collect(),
-                        arrived,
-                        charged,
-                    },
-                );
+                let origins = origin.into_iter().collect();
+                self.deferred.insert(key, Deferred { partial: p, origins, arrived, charged });
             }
             Ok(Queued::Duplicate) => {
                 // Already verified (this signer and digest).
                 if let Some(peer) = &charged {
                     self.pending_quota.give(peer);
                 }
-                if let Some(o) = origin {
-                    self.report(o, Topic::Verdicts, Validation::Ignore);
-                }
+                self.ignore(origin, Topic::Verdicts);
             }
             Err(e) => {
                 if let Some(peer) = &charged {
                     self.pending_quota.give(peer);
                 }
-                reject(self, origin, &e.to_string())
+                self.reject_partial(origin, &p, &e.to_string())
             }
         }
     }
@@ -245,66 +254,70 @@ impl<O: MessageOrigin> Engine<O> {
         for event in events {
             match event {
                 BuilderEvent::Verified { signer, digest, signature, wire } => {
-                    metrics::count(&self.metrics.partials_verified, "valid");
-                    let Some(entry) = self.deferred.remove(&(digest, signer, wire)) else {
-                        continue;
-                    };
-                    if let Some(peer) = &entry.charged {
-                        self.pending_quota.give(peer);
-                    }
-                    let (p, origins, arrived) = (entry.partial, entry.origins, entry.arrived);
-                    let from_peer = !origins.is_empty();
-                    for origin in origins {
-                        self.report(origin, Topic::Verdicts, Validation::Accept);
-                    }
-                    // (A committee scan: only when detection is on.)
-                    let mine =
-                        self.cfg.detect_doppelganger && self.my_index(p.epoch) == Some(signer);
-                    if let Some(d) = self.disputes.get_mut(&p.commitment.deal_id) {
-                        // Our key, verified, from a peer, and not what this
-                        // data dir signed: the key is running elsewhere.
-                        if mine
-                            && from_peer
-                            && d.own.as_ref().is_none_or(|o| o.commitment != p.commitment)
-                        {
-                            error!(target: "pipeline", deal = %p.commitment.deal_id, signer, "DOPPELGANGER: a partial signed by this node's key that this node did not make: the key runs elsewhere; refusing to sign");
-                            self.doppelganger.get_or_insert((
-                                p.commitment.deal_id,
-                                p.epoch,
-                                signer,
-                            ));
-                        }
-                        let list = d.view.signers.entry(digest).or_default();
-                        if !list.contains(&signer) {
-                            list.push(signer);
-                            list.sort_unstable();
-                        }
-                        // (With commit-reveal, persisted once counted.)
-                        if d.reveal_window.is_none()
-                            && d.own.as_ref().is_none_or(|o| o.signer_index != signer)
-                        {
-                            self.actions.push_back(Action::PersistPartial(p.clone()));
-                        }
-                    }
-                    self.on_verified_reveal(&p, digest, arrived, now);
-                    let escrow = self.disputes.get(&p.commitment.deal_id).map(|d| d.info.escrow);
-                    if let Some(escrow) = escrow {
-                        self.check_conflict(escrow, Attestation::single(&p, signature), now);
-                    }
+                    self.on_verified_partial((digest, signer, wire), signature, now);
                 }
                 BuilderEvent::Invalid { signer, digest, wire } => {
-                    metrics::count(&self.metrics.partials_verified, "invalid");
-                    if let Some(entry) = self.deferred.remove(&(digest, signer, wire)) {
-                        if let Some(peer) = &entry.charged {
-                            self.pending_quota.give(peer);
-                        }
-                        for origin in entry.origins {
-                            warn!(target: "p2p", peer = %origin.peer(), signer, "rejecting partial with an invalid signature");
-                            self.report(origin, Topic::Verdicts, Validation::Reject);
-                        }
-                    }
+                    self.on_invalid_partial((digest, signer, wire));
                 }
                 BuilderEvent::Certificate(qc) => self.on_certificate(*qc, true, now),
+            }
+        }
+    }
+
+    /// A queued partial (message `key`) verified in the batch: its origins
+    /// are accepted, its signer is listed, and it is persisted, checked for
+    /// equivocation and (commit-reveal) for timeliness.
+    fn on_verified_partial(
+        &mut self,
+        key: PartialKey,
+        signature: resolvd_consensus::Signature,
+        now: Instant,
+    ) {
+        metrics::count(&self.metrics.partials_verified, "valid");
+        let (digest, signer, _) = key;
+        let Some(entry) = self.deferred.remove(&key) else { return };
+        if let Some(peer) = &entry.charged {
+            self.pending_quota.give(peer);
+        }
+        let (p, origins, arrived) = (entry.partial, entry.origins, entry.arrived);
+        let from_peer = !origins.is_empty();
+        for origin in origins {
+            self.report(origin, Topic::Verdicts, Validation::Accept);
+        }
+        if from_peer && self.own_key(p.epoch, signer) {
+            self.check_doppelganger(&p);
+        }
+        if let Some(d) = self.disputes.get_mut(&p.commitment.deal_id) {
+            let list = d.view.signers.entry(digest).or_default();
+            if !list.contains(&signer) {
+                list.push(signer);
+                list.sort_unstable();
+            }
+            // (With commit-reveal, persisted once counted.)
+            if d.reveal_window.is_none() && d.own.as_ref().is_none_or(|o| o.signer_index != signer)
+            {
+                self.actions.push_back(Action::PersistPartial(p.clone()));
+            }
+        }
+        self.on_verified_reveal(&p, digest, arrived, now);
+        let escrow = self.disputes.get(&p.commitment.deal_id).map(|d| d.info.escrow);
+        if let Some(escrow) = escrow {
+            self.check_conflict(escrow, Attestation::single(&p, signature), now);
+        }
+    }
+
+    /// A queued partial (message `key`) whose signature is invalid: its
+    /// origins are rejected.
+    fn on_invalid_partial(&mut self, key: PartialKey) {
+        metrics::count(&self.metrics.partials_verified, "invalid");
+        let signer = key.1;
+        if let Some(entry) = self.deferred.remove(&key) {
+            if let Some(peer) = &entry.charged {
+                self.pending_quota.give(peer);
+            }
+            for origin in entry.origins {
+                warn!(target: "p2p", peer = %origin.peer(), signer, "rejecting partial with an invalid signature");
+                self.report(origin, Topic::Verdicts, Validation::Reject);
             }
         }
     }
