@@ -40,30 +40,10 @@ impl<O: MessageOrigin> Engine<O> {
         };
         let mut d = Dispute::new(info, now).with_reveal(self.commit_reveal);
         let me = self.my_index(d.info.epoch);
-        for p in &partials {
-            if Some(p.signer_index) == me && d.own.is_none() && p.epoch == d.info.epoch {
-                d.view.commitment = Some(p.commitment);
-                d.view.digest = Some(p.commitment.eip712_digest(&domain));
-                d.view.own_signature = Some(Bytes::copy_from_slice(&p.signature));
-                d.view.phase = Phase::Signed;
-                d.own = Some(p.clone());
-                if d.reveal_window.is_some() {
-                    // Signed again (the same commitment: protection allows
-                    // it, BLS signing is deterministic) for a signed
-                    // commitment, which `on_signed` gossips; revealed when
-                    // the commit phase closes.
-                    self.push(Action::Sign {
-                        deal_id,
-                        escrow: d.info.escrow,
-                        commitment: p.commitment,
-                        epoch: p.epoch,
-                        index: p.signer_index,
-                        commit: true,
-                    });
-                } else {
-                    self.push(Action::Publish(Gossip::Verdict(p.clone())));
-                }
-            }
+        if let Some(own) =
+            partials.iter().find(|p| Some(p.signer_index) == me && p.epoch == d.info.epoch)
+        {
+            self.restore_own(&mut d, own, &domain);
         }
         if d.reveal_window.is_some() {
             // Stored partials were counted before the restart: their
@@ -73,18 +53,7 @@ impl<O: MessageOrigin> Engine<O> {
             }
         }
         if let Some(qc) = certificate {
-            let valid = qc.epoch == d.info.epoch
-                && matches_deal(&qc.commitment, &d.info)
-                && self.committees.get(&qc.epoch).is_some_and(|c| qc.verify(c, &domain).is_ok());
-            if valid {
-                d.view.phase = Phase::Certified;
-                d.submit_at = Some(now);
-                d.view.certificate_non_signers = Some(qc.non_signers.clone());
-                d.view.certified_outcome = Some(qc.commitment.outcome);
-                d.certificate = Some(qc);
-            } else {
-                warn!(target: "node", deal = %deal_id, "stored certificate does not verify against the committee: dropped");
-            }
+            self.restore_certificate(&mut d, qc, &domain, now);
         }
         let phase = d.view.phase;
         // With commit-reveal the own partial is queued when it is revealed
@@ -110,6 +79,55 @@ impl<O: MessageOrigin> Engine<O> {
             return;
         }
         info!(target: "node", deal = %deal_id, ?phase, "restored dispute");
+    }
+
+    /// The own stored partial of a restored dispute: signed; re-gossiped,
+    /// or (commit-reveal) signed again for its commitment.
+    fn restore_own(&mut self, d: &mut Dispute, p: &SignedVerdict, domain: &VerdictDomain) {
+        d.view.commitment = Some(p.commitment);
+        d.view.digest = Some(p.commitment.eip712_digest(domain));
+        d.view.own_signature = Some(Bytes::copy_from_slice(&p.signature));
+        d.view.phase = Phase::Signed;
+        d.own = Some(p.clone());
+        if d.reveal_window.is_some() {
+            // Signed again (the same commitment: protection allows
+            // it, BLS signing is deterministic) for a signed
+            // commitment, which `on_signed` gossips; revealed when
+            // the commit phase closes.
+            self.push(Action::Sign {
+                deal_id: d.info.deal_id,
+                escrow: d.info.escrow,
+                commitment: p.commitment,
+                epoch: p.epoch,
+                index: p.signer_index,
+                commit: true,
+            });
+        } else {
+            self.push(Action::Publish(Gossip::Verdict(p.clone())));
+        }
+    }
+
+    /// A restored dispute's stored certificate, used only if it verifies
+    /// against the committee (then submitted at once).
+    fn restore_certificate(
+        &self,
+        d: &mut Dispute,
+        qc: QuorumCertificate,
+        domain: &VerdictDomain,
+        now: Instant,
+    ) {
+        let valid = qc.epoch == d.info.epoch
+            && matches_deal(&qc.commitment, &d.info)
+            && self.committees.get(&qc.epoch).is_some_and(|c| qc.verify(c, domain).is_ok());
+        if valid {
+            d.view.phase = Phase::Certified;
+            d.submit_at = Some(now);
+            d.view.certificate_non_signers = Some(qc.non_signers.clone());
+            d.view.certified_outcome = Some(qc.commitment.outcome);
+            d.certificate = Some(qc);
+        } else {
+            warn!(target: "node", deal = %d.info.deal_id, "stored certificate does not verify against the committee: dropped");
+        }
     }
 
     /// Evidence read back from a file after a restart.
