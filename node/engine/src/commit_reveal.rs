@@ -55,7 +55,7 @@ impl<O: MessageOrigin> Engine<O> {
     /// Whether the signers whose verified commitments came in time for this
     /// node's digest (before its first reveal) hold the threshold stake.
     pub(crate) fn committed_stake_met(&self, d: &Dispute) -> bool {
-        let Some(committee) = self.committees.get(&d.info.epoch) else { return false };
+        let Some(committee) = self.chain.committees.get(&d.info.epoch) else { return false };
         let revealed = d.view.digest.and_then(|digest| d.first_reveal.get(&digest));
         let stake = d
             .commits
@@ -87,7 +87,7 @@ impl<O: MessageOrigin> Engine<O> {
         if c.epoch == 0 {
             return Some(Validation::Reject);
         }
-        if let Some(committee) = self.committees.get(&c.epoch) {
+        if let Some(committee) = self.chain.committees.get(&c.epoch) {
             if committee.member(c.signer_index).is_err() {
                 if let Some(o) = &origin {
                     warn!(target: "p2p", peer = %o.peer(), deal = %deal_id, signer = c.signer_index, "rejecting commitment of a non-member");
@@ -120,11 +120,11 @@ impl<O: MessageOrigin> Engine<O> {
             // forgery or the signer's own misbehaviour; neither is spread).
             return Some(Validation::Ignore);
         }
-        if !self.committees.contains_key(&c.epoch) {
+        if !self.chain.committees.contains_key(&c.epoch) {
             // The dispute's committee is still loading: held until it is.
             return self.hold_early_commit(c, origin, arrived, now);
         }
-        if let Some(pending) = self.pending_commits.get_mut(&c) {
+        if let Some(pending) = self.queue.pending_commits.get_mut(&c) {
             // The same message from another peer: one verdict for all.
             pending.arrived = pending.arrived.min(arrived);
             return match origin {
@@ -136,33 +136,34 @@ impl<O: MessageOrigin> Engine<O> {
                 None => None,
             };
         }
-        if self.pending_commits.len() >= MAX_PENDING_COMMITS {
+        if self.queue.pending_commits.len() >= MAX_PENDING_COMMITS {
             metrics::count(&self.metrics.gossip_bounded, "commits_full");
             return Some(Validation::Ignore);
         }
         let charged = match origin.as_ref() {
-            Some(o) if !self.pending_quota.take(o.peer(), MAX_PENDING_PER_PEER) => {
+            Some(o) if !self.queue.pending_quota.take(o.peer(), MAX_PENDING_PER_PEER) => {
                 metrics::count(&self.metrics.gossip_bounded, "pending_quota");
                 return Some(Validation::Ignore);
             }
             Some(o) => Some(o.peer().clone()),
             None => None,
         };
-        self.pending_commits
+        self.queue
+            .pending_commits
             .insert(c, PendingCommit { origins: origin.into_iter().collect(), arrived, charged });
         let due = now + BATCH_WINDOW;
-        self.process_at = Some(self.process_at.map_or(due, |at| at.min(due)));
+        self.queue.process_at = Some(self.queue.process_at.map_or(due, |at| at.min(due)));
         None
     }
 
     /// Verifies the pending commitments (one randomised multi-pairing) and
     /// records the valid ones; every origin gets its own message's verdict.
     pub(crate) fn verify_commits(&mut self, seed: &[u8; 32], now: Instant) {
-        if self.pending_commits.is_empty() {
+        if self.queue.pending_commits.is_empty() {
             return;
         }
         let mut pending: Vec<(PartialCommit, PendingCommit<O>)> =
-            self.pending_commits.drain().collect();
+            self.queue.pending_commits.drain().collect();
         // Handled in arrival order (then by deal and signer), not the map's:
         // the timely commitments, and so the certificate, must not depend on
         // hashing order.
@@ -182,6 +183,7 @@ impl<O: MessageOrigin> Engine<O> {
             let mut index = Vec::new();
             for (n, (c, _)) in pending.iter().enumerate() {
                 let key = self
+                    .chain
                     .committees
                     .get(&c.epoch)
                     .and_then(|committee| committee.member(c.signer_index).ok())
@@ -211,7 +213,7 @@ impl<O: MessageOrigin> Engine<O> {
         }
         for (c, p, valid) in checked {
             if let Some(peer) = &p.charged {
-                self.pending_quota.give(peer);
+                self.queue.pending_quota.give(peer);
             }
             let acceptance = match valid {
                 Some(true) => {
@@ -223,7 +225,7 @@ impl<O: MessageOrigin> Engine<O> {
                     Validation::Reject
                 }
                 // Its committee was evicted, or the signature does not decode.
-                None if self.committees.contains_key(&c.epoch) => Validation::Reject,
+                None if self.chain.committees.contains_key(&c.epoch) => Validation::Reject,
                 None => Validation::Ignore,
             };
             for origin in p.origins {

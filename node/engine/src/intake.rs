@@ -8,6 +8,35 @@ use resolvd_proto::wire::{DisputeAnnouncement, PartialCommit, SignedVerdict};
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
+/// Announcements being confirmed, and the early buffers.
+pub(crate) struct Intake<O: MessageOrigin> {
+    /// Partials for disputes not confirmed here yet (or whose committee is loading).
+    pub(crate) buffered: BoundedBuffer<Buffered<O>>,
+    /// Commitments for disputes not started here yet (bounded like `buffered`).
+    pub(crate) early_commits: BoundedBuffer<EarlyCommit<O>>,
+    /// Early-buffer entries (partials and commitments) held per peer.
+    pub(crate) early_quota: Quota<O::Peer>,
+    /// Gossip announcements waiting for their confirmation.
+    pub(crate) confirming: HashMap<B256, Vec<O>>,
+    /// Chain-seen disputes being confirmed.
+    pub(crate) chain_confirming: HashSet<B256>,
+    /// Announcements the chain refuted, and how.
+    pub(crate) refuted: HashMap<B256, Confirmation>,
+}
+
+impl<O: MessageOrigin> Default for Intake<O> {
+    fn default() -> Self {
+        Self {
+            buffered: BoundedBuffer::default(),
+            early_commits: BoundedBuffer::default(),
+            early_quota: Quota::default(),
+            confirming: HashMap::new(),
+            chain_confirming: HashSet::new(),
+            refuted: HashMap::new(),
+        }
+    }
+}
+
 pub(crate) struct Buffered<O> {
     pub(crate) partial: SignedVerdict,
     pub(crate) origin: Option<O>,
@@ -48,7 +77,7 @@ impl<O: MessageOrigin> Engine<O> {
     }
 
     pub(crate) fn on_announcement(&mut self, a: DisputeAnnouncement, origin: O) {
-        if a.chain_id != self.chain_id || !self.domains.contains_key(&a.escrow) {
+        if a.chain_id != self.identity.chain_id || !self.identity.domains.contains_key(&a.escrow) {
             self.report(origin, Topic::Disputes, Validation::Ignore);
             return;
         }
@@ -66,7 +95,7 @@ impl<O: MessageOrigin> Engine<O> {
             self.report(origin, Topic::Disputes, Validation::Ignore);
             return;
         }
-        match self.refuted.get(&a.deal_id) {
+        match self.intake.refuted.get(&a.deal_id) {
             Some(Confirmation::NoSuchDeal) => {
                 self.report(origin, Topic::Disputes, Validation::Reject);
                 return;
@@ -77,7 +106,7 @@ impl<O: MessageOrigin> Engine<O> {
             }
             None => {}
         }
-        if let Some(waiting) = self.confirming.get_mut(&a.deal_id) {
+        if let Some(waiting) = self.intake.confirming.get_mut(&a.deal_id) {
             if waiting.len() < MAX_WAITING_ORIGINS {
                 waiting.push(origin);
             } else {
@@ -85,14 +114,14 @@ impl<O: MessageOrigin> Engine<O> {
             }
             return;
         }
-        if self.confirming.len() >= self.cfg.max_confirming {
+        if self.intake.confirming.len() >= self.cfg.max_confirming {
             // The watcher finds every real dispute anyway: gossip only makes
             // it faster, so under load it is not worth an RPC call.
             self.metrics.dropped_announcements.inc();
             self.report(origin, Topic::Disputes, Validation::Ignore);
             return;
         }
-        self.confirming.insert(a.deal_id, vec![origin]);
+        self.intake.confirming.insert(a.deal_id, vec![origin]);
         self.push(Action::Confirm {
             announcement: Box::new(a),
             source: ConfirmSource::Gossip,
@@ -110,18 +139,18 @@ impl<O: MessageOrigin> Engine<O> {
     ) {
         let deal_id = a.deal_id;
         if source == ConfirmSource::Chain {
-            self.chain_confirming.remove(&deal_id);
+            self.intake.chain_confirming.remove(&deal_id);
         }
         // Gossip copies waiting for a verdict: answered by a chain
         // confirmation too, or by their own.
         let waiting = if source != ConfirmSource::Gossip && result != Ok(Confirmation::Disputed) {
             Vec::new()
         } else {
-            self.confirming.remove(&deal_id).unwrap_or_default()
+            self.intake.confirming.remove(&deal_id).unwrap_or_default()
         };
         let acceptance = match result {
             Ok(Confirmation::Disputed) => {
-                self.refuted.remove(&deal_id);
+                self.intake.refuted.remove(&deal_id);
                 self.start_dispute(a, now);
                 Validation::Accept
             }
@@ -149,10 +178,10 @@ impl<O: MessageOrigin> Engine<O> {
             }
             Ok(c) => {
                 debug!(target: "chain", deal = %deal_id, ?c, "announcement not confirmed by own RPC");
-                if self.refuted.len() >= 16_384 {
-                    self.refuted.clear();
+                if self.intake.refuted.len() >= 16_384 {
+                    self.intake.refuted.clear();
                 }
-                self.refuted.insert(deal_id, c);
+                self.intake.refuted.insert(deal_id, c);
                 if c == Confirmation::NoSuchDeal {
                     self.drop_buffered(&deal_id);
                     Validation::Reject
@@ -165,7 +194,7 @@ impl<O: MessageOrigin> Engine<O> {
                 if source != ConfirmSource::Gossip {
                     // Not dropped: a chain event is re-checked until the RPC answers.
                     if source == ConfirmSource::Chain {
-                        self.chain_confirming.insert(deal_id);
+                        self.intake.chain_confirming.insert(deal_id);
                     }
                     self.push(Action::Confirm {
                         announcement: Box::new(a),
@@ -189,8 +218,8 @@ impl<O: MessageOrigin> Engine<O> {
         info!(target: "node", deal = %deal_id, epoch = info.epoch, deadline = info.resolve_deadline, "dispute confirmed");
         self.push(Action::PersistDispute(Box::new(info.clone()), DisputeStatus::Active));
         // The epoch comes from the chain, at a confirmed block: it exists.
-        if info.epoch > self.current_epoch {
-            self.current_epoch = info.epoch;
+        if info.epoch > self.chain.current_epoch {
+            self.chain.current_epoch = info.epoch;
         }
         self.load_committee(info.epoch);
         self.push(Action::Publish(Gossip::Dispute(info.clone())));
@@ -210,25 +239,27 @@ impl<O: MessageOrigin> Engine<O> {
         arrived: Instant,
         now: Instant,
     ) -> Option<Validation> {
-        if self.early_commits.len() >= self.cfg.max_buffered_partials {
+        if self.intake.early_commits.len() >= self.cfg.max_buffered_partials {
             self.metrics.dropped_partials.inc();
             return Some(Validation::Ignore);
         }
         if let Some(o) = &origin {
-            if !self.early_quota.take(o.peer(), MAX_EARLY_PER_PEER) {
+            if !self.intake.early_quota.take(o.peer(), MAX_EARLY_PER_PEER) {
                 metrics::count(&self.metrics.gossip_bounded, "early_quota");
                 return Some(Validation::Ignore);
             }
         }
         let until = now + self.cfg.buffer_ttl;
-        self.early_commits.push(c.deal_id, EarlyCommit { commit: c, origin, arrived, until });
+        self.intake
+            .early_commits
+            .push(c.deal_id, EarlyCommit { commit: c, origin, arrived, until });
         None
     }
 
     pub(crate) fn release_early_commits(&mut self, deal_id: &B256, now: Instant) {
-        for e in self.early_commits.take(deal_id) {
+        for e in self.intake.early_commits.take(deal_id) {
             if let Some(o) = &e.origin {
-                self.early_quota.give(o.peer());
+                self.intake.early_quota.give(o.peer());
             }
             let acceptance = self.on_commit(e.commit, e.origin.clone(), e.arrived, now);
             if let (Some(origin), Some(acceptance)) = (e.origin, acceptance) {
@@ -238,24 +269,24 @@ impl<O: MessageOrigin> Engine<O> {
     }
 
     pub(crate) fn drop_buffered(&mut self, deal_id: &B256) {
-        for b in self.buffered.take(deal_id) {
+        for b in self.intake.buffered.take(deal_id) {
             if let Some(origin) = b.origin {
-                self.early_quota.give(origin.peer());
+                self.intake.early_quota.give(origin.peer());
                 self.report(origin, Topic::Verdicts, Validation::Ignore);
             }
         }
-        for e in self.early_commits.take(deal_id) {
+        for e in self.intake.early_commits.take(deal_id) {
             if let Some(origin) = e.origin {
-                self.early_quota.give(origin.peer());
+                self.intake.early_quota.give(origin.peer());
                 self.report(origin, Topic::Commits, Validation::Ignore);
             }
         }
     }
 
     pub(crate) fn release_buffered(&mut self, deal_id: &B256, now: Instant) {
-        for b in self.buffered.take(deal_id) {
+        for b in self.intake.buffered.take(deal_id) {
             if let Some(o) = &b.origin {
-                self.early_quota.give(o.peer());
+                self.intake.early_quota.give(o.peer());
             }
             self.queue_partial(b.partial, b.origin, b.arrived, now);
         }
@@ -268,7 +299,7 @@ impl<O: MessageOrigin> Engine<O> {
         arrived: Instant,
         now: Instant,
     ) {
-        if self.buffered.len() >= self.cfg.max_buffered_partials {
+        if self.intake.buffered.len() >= self.cfg.max_buffered_partials {
             self.metrics.dropped_partials.inc();
             if let Some(origin) = origin {
                 self.report(origin, Topic::Verdicts, Validation::Ignore);
@@ -276,7 +307,7 @@ impl<O: MessageOrigin> Engine<O> {
             return;
         }
         if let Some(o) = &origin {
-            if !self.early_quota.take(o.peer(), MAX_EARLY_PER_PEER) {
+            if !self.intake.early_quota.take(o.peer(), MAX_EARLY_PER_PEER) {
                 metrics::count(&self.metrics.gossip_bounded, "early_quota");
                 if let Some(origin) = origin {
                     self.report(origin, Topic::Verdicts, Validation::Ignore);
@@ -284,7 +315,7 @@ impl<O: MessageOrigin> Engine<O> {
                 return;
             }
         }
-        self.buffered.push(
+        self.intake.buffered.push(
             p.commitment.deal_id,
             Buffered { partial: p, origin, arrived, until: now + self.cfg.buffer_ttl },
         );
@@ -352,7 +383,7 @@ impl<O: MessageOrigin> Engine<O> {
         // been asked at a block before the dispute.
         if self.disputes.contains_key(&a.deal_id)
             || self.finished.contains(&a.deal_id)
-            || !self.chain_confirming.insert(a.deal_id)
+            || !self.intake.chain_confirming.insert(a.deal_id)
         {
             return;
         }
@@ -371,15 +402,15 @@ impl<O: MessageOrigin> Engine<O> {
     /// Drops the early-buffer entries (partials, then commitments) whose
     /// dispute did not show up within `buffer_ttl`.
     pub(crate) fn expire_early(&mut self, now: Instant) {
-        for b in self.buffered.drain_expired(|b| now >= b.until) {
+        for b in self.intake.buffered.drain_expired(|b| now >= b.until) {
             if let Some(origin) = b.origin {
-                self.early_quota.give(origin.peer());
+                self.intake.early_quota.give(origin.peer());
                 self.report(origin, Topic::Verdicts, Validation::Ignore);
             }
         }
-        for e in self.early_commits.drain_expired(|e| now >= e.until) {
+        for e in self.intake.early_commits.drain_expired(|e| now >= e.until) {
             if let Some(origin) = e.origin {
-                self.early_quota.give(origin.peer());
+                self.intake.early_quota.give(origin.peer());
                 self.report(origin, Topic::Commits, Validation::Ignore);
             }
         }

@@ -52,14 +52,15 @@ pub use replay::gather;
 pub use submit::{submit_rank, CERTIFICATE_GOSSIPERS};
 
 use bounded::{BoundedBuffer, Quota, Recent};
+use committees::ChainView;
 use dispute::{same_dispute, Dispute};
-use intake::{Buffered, EarlyCommit};
-use partials::{certificate_id, Deferred, PartialKey, PendingCommit};
+use intake::Intake;
+use partials::{certificate_id, PartialKey, PendingCommit, VerifyQueue};
 pub use resolvd_proto::wire::{Gossip, Topic};
-use slasher::SlashTask;
+use slasher::Slasher;
 
 use alloy_primitives::{Address, B256};
-use resolvd_consensus::{CertificateBuilder, Committee, ConflictDetector, PublicKey};
+use resolvd_consensus::{CertificateBuilder, ConflictDetector, PublicKey};
 use resolvd_proto::{wire::PartialCommit, VerdictDomain};
 use std::{
     collections::{BTreeMap, HashMap, HashSet, VecDeque},
@@ -168,63 +169,35 @@ impl Default for EngineConfig {
 /// Every dispute this node knows, and the protocol state they share.
 pub struct Engine<O: MessageOrigin> {
     cfg: EngineConfig,
-    /// Every escrow served, by address (each signs under its own domain).
-    domains: BTreeMap<Address, VerdictDomain>,
-    chain_id: u64,
-    me: Option<PublicKey>,
+    identity: Identity,
     metrics: EngineMetrics,
-    /// Newest epoch known to exist at a confirmed block.
-    current_epoch: u64,
-    /// Latest chain head and its timestamp (chain time decides expiry).
-    head: u64,
-    chain_time: u64,
-    committees: BTreeMap<u64, Committee>,
-    loading: HashSet<u64>,
-    /// Committee loads that failed, and when to try again.
-    committee_retry: BTreeMap<u64, Instant>,
+    /// The chain as this node knows it: head, epochs and their committees.
+    chain: ChainView,
     /// Per (escrow, epoch): a certificate verifies under one domain.
     builders: BTreeMap<(Address, u64), CertificateBuilder>,
-    /// Per escrow: equivocation is two commitments under one domain.
-    conflicts: BTreeMap<Address, ConflictDetector>,
     disputes: HashMap<B256, Dispute>,
     /// Deals settled or expired and evicted from memory (the newest `max_finished`).
     finished: Recent,
-    /// Partials for disputes not confirmed here yet (or whose committee is loading).
-    buffered: BoundedBuffer<Buffered<O>>,
-    /// Early-buffer entries (partials and commitments) held per peer.
-    early_quota: Quota<O::Peer>,
-    /// Queued partials waiting for the batch (by message), with every origin
-    /// that sent them.
-    deferred: HashMap<PartialKey, Deferred<O>>,
-    /// Commitments waiting for the batch (by message).
-    pending_commits: HashMap<PartialCommit, PendingCommit<O>>,
-    /// Deferred partials and pending commitments held per peer.
-    pending_quota: Quota<O::Peer>,
-    /// Gossip announcements waiting for their confirmation.
-    confirming: HashMap<B256, Vec<O>>,
-    /// Chain-seen disputes being confirmed.
-    chain_confirming: HashSet<B256>,
-    /// Announcements the chain refuted, and how.
-    refuted: HashMap<B256, Confirmation>,
-    /// Evidence already handled (hash of its wire bytes; the newest ones).
-    seen_evidence: Recent,
-    /// Gossiped evidence waiting for the committees it names (at most one:
-    /// committee loads for evidence are made one at a time).
-    evidence_waiting: Option<(resolvd_proto::wire::ConflictEvidence, O)>,
-    /// Order in which committees were loaded (for eviction).
-    committee_order: VecDeque<u64>,
-    /// (deal, resolver) pairs already slashed on chain.
-    slashed: HashSet<(B256, u32)>,
-    slashes: Vec<SlashTask>,
+    /// Announcements being confirmed and the early buffers.
+    intake: Intake<O>,
+    /// Partials and commitments waiting for their verification batch.
+    queue: VerifyQueue<O>,
+    /// Conflict detection, evidence and slash tasks.
+    slasher: Slasher<O>,
     /// A partial of this node's key it did not make: (deal, epoch, signer).
     doppelganger: Option<(B256, u64, u32)>,
     /// The network's commit-reveal window (the registry's `commitRevealMs`),
     /// pinned by each dispute when this node starts it.
     commit_reveal: Option<Duration>,
-    /// Commitments for disputes not started here yet (bounded like `buffered`).
-    early_commits: BoundedBuffer<EarlyCommit<O>>,
-    process_at: Option<Instant>,
     actions: VecDeque<Action<O>>,
+}
+
+/// Which escrows this node serves, and as whom.
+struct Identity {
+    chain_id: u64,
+    /// Every escrow served, by address (each signs under its own domain).
+    domains: BTreeMap<Address, VerdictDomain>,
+    me: Option<PublicKey>,
 }
 
 impl<O: MessageOrigin> Engine<O> {
@@ -238,41 +211,22 @@ impl<O: MessageOrigin> Engine<O> {
     ) -> Self {
         let finished = Recent::new(cfg.max_finished);
         Self {
-            chain_id: domain.chain_id,
-            conflicts: BTreeMap::from([(
-                domain.verifying_contract,
-                ConflictDetector::new(domain.clone()),
-            )]),
-            domains: BTreeMap::from([(domain.verifying_contract, domain)]),
+            slasher: Slasher::new(&domain),
+            identity: Identity {
+                chain_id: domain.chain_id,
+                domains: BTreeMap::from([(domain.verifying_contract, domain)]),
+                me,
+            },
             cfg,
-            me,
             metrics,
-            current_epoch: 0,
-            head: 0,
-            chain_time: 0,
-            committees: BTreeMap::new(),
-            loading: HashSet::new(),
-            committee_retry: BTreeMap::new(),
+            chain: ChainView::default(),
             builders: BTreeMap::new(),
             disputes: HashMap::new(),
             finished,
-            buffered: BoundedBuffer::default(),
-            early_quota: Quota::default(),
-            deferred: HashMap::new(),
-            pending_commits: HashMap::new(),
-            pending_quota: Quota::default(),
-            confirming: HashMap::new(),
-            chain_confirming: HashSet::new(),
-            refuted: HashMap::new(),
-            seen_evidence: Recent::new(MAX_SEEN_EVIDENCE),
-            evidence_waiting: None,
-            committee_order: VecDeque::new(),
-            slashed: HashSet::new(),
-            slashes: Vec::new(),
+            intake: Intake::default(),
+            queue: VerifyQueue::default(),
             doppelganger: None,
             commit_reveal: None,
-            early_commits: BoundedBuffer::default(),
-            process_at: None,
             actions: VecDeque::new(),
         }
     }
@@ -280,10 +234,12 @@ impl<O: MessageOrigin> Engine<O> {
     /// Also serves the escrow of `domain` (same chain; its registry checked
     /// by the caller). Call before the first committee is added.
     pub fn serve(&mut self, domain: VerdictDomain) {
-        debug_assert_eq!(domain.chain_id, self.chain_id);
-        debug_assert!(self.committees.is_empty(), "serve escrows before loading committees");
-        self.conflicts.insert(domain.verifying_contract, ConflictDetector::new(domain.clone()));
-        self.domains.insert(domain.verifying_contract, domain);
+        debug_assert_eq!(domain.chain_id, self.identity.chain_id);
+        debug_assert!(self.chain.committees.is_empty(), "serve escrows before loading committees");
+        self.slasher
+            .conflicts
+            .insert(domain.verifying_contract, ConflictDetector::new(domain.clone()));
+        self.identity.domains.insert(domain.verifying_contract, domain);
     }
 
     /// The network's commit-reveal setting (the registry's `commitRevealMs`,
@@ -309,27 +265,27 @@ impl<O: MessageOrigin> Engine<O> {
 
     /// When [`Self::on_batch`] is due.
     pub fn batch_due(&self) -> Option<Instant> {
-        self.process_at
+        self.queue.process_at
     }
 
     /// Newest epoch known to exist.
     pub fn current_epoch(&self) -> u64 {
-        self.current_epoch
+        self.chain.current_epoch
     }
 
     /// Latest head seen.
     pub fn head(&self) -> u64 {
-        self.head
+        self.chain.head
     }
 
     /// This node's registry index in `epoch`, if it is a member.
     pub fn my_index(&self, epoch: u64) -> Option<u32> {
-        self.committees.get(&epoch)?.index_of(self.me.as_ref()?)
+        self.chain.committees.get(&epoch)?.index_of(self.identity.me.as_ref()?)
     }
 
     /// Epochs whose committee is loaded.
     pub fn loaded_epochs(&self) -> impl Iterator<Item = u64> + '_ {
-        self.committees.keys().copied()
+        self.chain.committees.keys().copied()
     }
 
     /// The views of the disputes in memory.
@@ -359,12 +315,12 @@ impl<O: MessageOrigin> Engine<O> {
 
     /// Partials held for unconfirmed disputes.
     pub fn buffered_partials(&self) -> usize {
-        self.buffered.len()
+        self.intake.buffered.len()
     }
 
     /// Slash tasks not yet done.
     pub fn pending_slashes(&self) -> usize {
-        self.slashes.len()
+        self.slasher.slashes.len()
     }
 
     fn push(&mut self, action: Action<O>) {
@@ -384,8 +340,8 @@ impl<O: MessageOrigin> Engine<O> {
 
     /// A new head and its timestamp (chain time).
     pub fn on_head(&mut self, number: u64, timestamp: u64) {
-        self.head = self.head.max(number);
-        self.chain_time = self.chain_time.max(timestamp);
+        self.chain.head = self.chain.head.max(number);
+        self.chain.chain_time = self.chain.chain_time.max(timestamp);
     }
 
     /// Retries, deadlines, submissions, slashings, re-gossip and eviction:
@@ -423,10 +379,10 @@ impl<O: MessageOrigin> Engine<O> {
     /// Expires the open disputes past their resolve deadline (chain time,
     /// the escrow's clock, plus a grace).
     fn expire(&mut self, now: Instant) {
-        if self.chain_time == 0 {
+        if self.chain.chain_time == 0 {
             return;
         }
-        let chain_time = self.chain_time;
+        let chain_time = self.chain.chain_time;
         let mut expired = Vec::new();
         for d in self.disputes.values_mut() {
             let deadline = d.info.resolve_deadline.saturating_add(EXPIRY_GRACE_SECS);
@@ -469,19 +425,20 @@ impl<O: MessageOrigin> Engine<O> {
         if let Some(builder) = self.builders.get_mut(&(d.info.escrow, d.info.epoch)) {
             builder.forget_deal(deal_id);
         }
-        if let Some(conflict) = self.conflicts.get_mut(&d.info.escrow) {
+        if let Some(conflict) = self.slasher.conflicts.get_mut(&d.info.escrow) {
             conflict.forget_deal(deal_id);
         }
         let keys: Vec<PartialKey> = self
+            .queue
             .deferred
             .iter()
             .filter(|(_, e)| e.partial.commitment.deal_id == *deal_id)
             .map(|(k, _)| *k)
             .collect();
         for key in keys {
-            if let Some(e) = self.deferred.remove(&key) {
+            if let Some(e) = self.queue.deferred.remove(&key) {
                 if let Some(peer) = &e.charged {
-                    self.pending_quota.give(peer);
+                    self.queue.pending_quota.give(peer);
                 }
                 for origin in e.origins {
                     self.report(origin, Topic::Verdicts, Validation::Ignore);
@@ -489,11 +446,11 @@ impl<O: MessageOrigin> Engine<O> {
             }
         }
         let commits: Vec<PartialCommit> =
-            self.pending_commits.keys().filter(|c| c.deal_id == *deal_id).copied().collect();
+            self.queue.pending_commits.keys().filter(|c| c.deal_id == *deal_id).copied().collect();
         for c in commits {
-            if let Some(p) = self.pending_commits.remove(&c) {
+            if let Some(p) = self.queue.pending_commits.remove(&c) {
                 if let Some(peer) = &p.charged {
-                    self.pending_quota.give(peer);
+                    self.queue.pending_quota.give(peer);
                 }
                 for origin in p.origins {
                     self.report(origin, Topic::Commits, Validation::Ignore);

@@ -8,6 +8,30 @@ use resolvd_proto::wire::{SignedVerdict, WireMessage};
 use std::time::Instant;
 use tracing::{info, warn};
 
+/// Partials and commitments waiting for their verification batch.
+pub(crate) struct VerifyQueue<O: MessageOrigin> {
+    /// Queued partials waiting for the batch (by message), with every origin
+    /// that sent them.
+    pub(crate) deferred: HashMap<PartialKey, Deferred<O>>,
+    /// Commitments waiting for the batch (by message).
+    pub(crate) pending_commits: HashMap<PartialCommit, PendingCommit<O>>,
+    /// Deferred partials and pending commitments held per peer.
+    pub(crate) pending_quota: Quota<O::Peer>,
+    /// When the next batch is due.
+    pub(crate) process_at: Option<Instant>,
+}
+
+impl<O: MessageOrigin> Default for VerifyQueue<O> {
+    fn default() -> Self {
+        Self {
+            deferred: HashMap::new(),
+            pending_commits: HashMap::new(),
+            pending_quota: Quota::default(),
+            process_at: None,
+        }
+    }
+}
+
 /// A queued partial waiting for its verification batch (one per message:
 /// a forged partial and the genuine one of the same signer and digest wait
 /// side by side, and each verdict goes to that message's own origins).
@@ -76,10 +100,10 @@ impl<O: MessageOrigin> Engine<O> {
         if !d.rejected.is_empty() && d.rejected.contains(&keccak256(w.encode_wire())) {
             return Validation::Ignore;
         }
-        let Some(domain) = self.domains.get(&d.info.escrow) else {
+        let Some(domain) = self.identity.domains.get(&d.info.escrow) else {
             return Validation::Ignore;
         };
-        let Some(committee) = self.committees.get(&w.epoch) else {
+        let Some(committee) = self.chain.committees.get(&w.epoch) else {
             return Validation::Ignore;
         };
         let qc = match QuorumCertificate::from_wire(w) {
@@ -118,10 +142,10 @@ impl<O: MessageOrigin> Engine<O> {
             Screen::Buffer => return self.buffer(p, origin, arrived, now),
             Screen::Open(escrow) => escrow,
         };
-        let Some(domain) = self.domains.get(&escrow) else { return };
+        let Some(domain) = self.identity.domains.get(&escrow) else { return };
         let digest = p.commitment.eip712_digest(domain);
         let key: PartialKey = (digest, p.signer_index, p.signature);
-        if let Some(entry) = self.deferred.get_mut(&key) {
+        if let Some(entry) = self.queue.deferred.get_mut(&key) {
             // This very message is waiting: one verdict for every origin.
             entry.arrived = entry.arrived.min(arrived);
             match origin {
@@ -189,7 +213,7 @@ impl<O: MessageOrigin> Engine<O> {
         let mine = origin.is_some() && self.own_key(p.epoch, p.signer_index);
         // A peer's messages waiting for verification are bounded per peer.
         let charged = match origin.as_ref() {
-            Some(o) if !self.pending_quota.take(o.peer(), MAX_PENDING_PER_PEER) => {
+            Some(o) if !self.queue.pending_quota.take(o.peer(), MAX_PENDING_PER_PEER) => {
                 metrics::count(&self.metrics.gossip_bounded, "pending_quota");
                 return self.ignore(origin, Topic::Verdicts);
             }
@@ -199,7 +223,7 @@ impl<O: MessageOrigin> Engine<O> {
         let Some(builder) = self.builders.get_mut(&(escrow, p.epoch)) else {
             // (Checked by the caller: the builder exists.)
             if let Some(peer) = &charged {
-                self.pending_quota.give(peer);
+                self.queue.pending_quota.give(peer);
             }
             return;
         };
@@ -215,20 +239,20 @@ impl<O: MessageOrigin> Engine<O> {
                 let commit_reveal = reveal.is_some_and(|(on, _)| on);
                 let urgent = mine || commit_reveal || builder.could_certify(&digest);
                 let due = now + if urgent { BATCH_WINDOW } else { BATCH_WAIT };
-                self.process_at = Some(self.process_at.map_or(due, |at| at.min(due)));
+                self.queue.process_at = Some(self.queue.process_at.map_or(due, |at| at.min(due)));
                 let origins = origin.into_iter().collect();
-                self.deferred.insert(key, Deferred { partial: p, origins, arrived, charged });
+                self.queue.deferred.insert(key, Deferred { partial: p, origins, arrived, charged });
             }
             Ok(Queued::Duplicate) => {
                 // Already verified (this signer and digest).
                 if let Some(peer) = &charged {
-                    self.pending_quota.give(peer);
+                    self.queue.pending_quota.give(peer);
                 }
                 self.ignore(origin, Topic::Verdicts);
             }
             Err(e) => {
                 if let Some(peer) = &charged {
-                    self.pending_quota.give(peer);
+                    self.queue.pending_quota.give(peer);
                 }
                 self.reject_partial(origin, &p, &e.to_string())
             }
@@ -240,7 +264,7 @@ impl<O: MessageOrigin> Engine<O> {
     /// randomness). Commitments go first, so a commitment and its reveal
     /// verified in one batch count in order.
     pub fn on_batch(&mut self, seed: &[u8; 32], now: Instant) {
-        self.process_at = None;
+        self.queue.process_at = None;
         self.verify_commits(seed, now);
         let mut events = Vec::new();
         let mut pending = 0;
@@ -275,9 +299,9 @@ impl<O: MessageOrigin> Engine<O> {
     ) {
         metrics::count(&self.metrics.partials_verified, "valid");
         let (digest, signer, _) = key;
-        let Some(entry) = self.deferred.remove(&key) else { return };
+        let Some(entry) = self.queue.deferred.remove(&key) else { return };
         if let Some(peer) = &entry.charged {
-            self.pending_quota.give(peer);
+            self.queue.pending_quota.give(peer);
         }
         let (p, origins, arrived) = (entry.partial, entry.origins, entry.arrived);
         let from_peer = !origins.is_empty();
@@ -311,9 +335,9 @@ impl<O: MessageOrigin> Engine<O> {
     fn on_invalid_partial(&mut self, key: PartialKey) {
         metrics::count(&self.metrics.partials_verified, "invalid");
         let signer = key.1;
-        if let Some(entry) = self.deferred.remove(&key) {
+        if let Some(entry) = self.queue.deferred.remove(&key) {
             if let Some(peer) = &entry.charged {
-                self.pending_quota.give(peer);
+                self.queue.pending_quota.give(peer);
             }
             for origin in entry.origins {
                 warn!(target: "p2p", peer = %origin.peer(), signer, "rejecting partial with an invalid signature");
@@ -325,7 +349,7 @@ impl<O: MessageOrigin> Engine<O> {
     pub(crate) fn on_certificate(&mut self, qc: QuorumCertificate, built_here: bool, now: Instant) {
         let deal_id = qc.commitment.deal_id;
         let escrow = self.disputes.get(&deal_id).map(|d| d.info.escrow);
-        if let (Some(escrow), Some(committee)) = (escrow, self.committees.get(&qc.epoch)) {
+        if let (Some(escrow), Some(committee)) = (escrow, self.chain.committees.get(&qc.epoch)) {
             if let Ok(a) = qc.attestation(committee) {
                 self.check_conflict(escrow, a, now);
             }
@@ -356,10 +380,10 @@ impl<O: MessageOrigin> Engine<O> {
         }
         // The order is over the whole committee, not this node's certificate's
         // signers: nodes holding different certificates still agree on it.
-        let committee = self.committees.get(&qc.epoch);
+        let committee = self.chain.committees.get(&qc.epoch);
         let members: Vec<u32> =
             committee.map(|c| c.members().iter().map(|m| m.index).collect()).unwrap_or_default();
-        let me = self.me.as_ref().and_then(|k| committee?.index_of(k));
+        let me = self.identity.me.as_ref().and_then(|k| committee?.index_of(k));
         let rank = me.map_or(members.len(), |me| submit_rank(&deal_id, &members, me));
         d.submit_at = Some(now + self.cfg.submit_slot * rank as u32);
         d.submit_backoff = self.cfg.retry;
@@ -377,7 +401,8 @@ impl<O: MessageOrigin> Engine<O> {
     /// node's builder verified (and counted) more for the same commitment.
     pub(crate) fn widen_certificate(&mut self, deal_id: &B256) {
         let Some(d) = self.disputes.get(deal_id) else { return };
-        let (Some(qc), Some(domain)) = (&d.certificate, self.domains.get(&d.info.escrow)) else {
+        let (Some(qc), Some(domain)) = (&d.certificate, self.identity.domains.get(&d.info.escrow))
+        else {
             return;
         };
         let Some(builder) = self.builders.get(&(d.info.escrow, qc.epoch)) else { return };

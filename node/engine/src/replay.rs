@@ -73,7 +73,7 @@ impl<O: MessageOrigin> Engine<O> {
         if d.view.phase != Phase::Fetching || d.gathering || now < d.next_attempt {
             return;
         }
-        if !self.committees.contains_key(&d.info.epoch) {
+        if !self.chain.committees.contains_key(&d.info.epoch) {
             return;
         }
         d.gathering = true;
@@ -190,7 +190,7 @@ impl<O: MessageOrigin> Engine<O> {
                 ReexecVerdict::Failed => "failed",
             },
         );
-        let Some(domain) = self.domains.get(&d.info.escrow) else { return };
+        let Some(domain) = self.identity.domains.get(&d.info.escrow) else { return };
         let digest = commitment.eip712_digest(domain);
         d.view.commitment = Some(commitment);
         d.view.digest = Some(digest);
@@ -305,7 +305,7 @@ impl<O: MessageOrigin> Engine<O> {
             .values()
             .filter(|d| !d.view.phase.is_final())
             .filter_map(|d| {
-                let c = self.committees.get(&d.info.epoch)?;
+                let c = self.chain.committees.get(&d.info.epoch)?;
                 Some((d.info.deal_id, d.info.epoch, c.members().iter().map(|m| m.index).collect()))
             })
             .collect()

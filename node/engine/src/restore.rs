@@ -34,7 +34,7 @@ impl<O: MessageOrigin> Engine<O> {
             self.disputes.insert(deal_id, d);
             return;
         }
-        let Some(domain) = self.domains.get(&info.escrow).cloned() else {
+        let Some(domain) = self.identity.domains.get(&info.escrow).cloned() else {
             warn!(target: "node", deal = %deal_id, escrow = %info.escrow, "stored dispute of an escrow this node no longer serves: not restored");
             return;
         };
@@ -70,7 +70,7 @@ impl<O: MessageOrigin> Engine<O> {
             // log was seen): re-check the chain before doing any work.
             info!(target: "node", deal = %deal_id, "restored dispute: re-checking its state");
             let d = self.disputes.remove(&deal_id).expect("inserted above");
-            self.chain_confirming.insert(deal_id);
+            self.intake.chain_confirming.insert(deal_id);
             self.push(Action::Confirm {
                 announcement: Box::new(d.info),
                 source: ConfirmSource::Chain,
@@ -118,7 +118,7 @@ impl<O: MessageOrigin> Engine<O> {
     ) {
         let valid = qc.epoch == d.info.epoch
             && matches_deal(&qc.commitment, &d.info)
-            && self.committees.get(&qc.epoch).is_some_and(|c| qc.verify(c, domain).is_ok());
+            && self.chain.committees.get(&qc.epoch).is_some_and(|c| qc.verify(c, domain).is_ok());
         if valid {
             d.view.phase = Phase::Certified;
             d.submit_at = Some(now);

@@ -8,6 +8,36 @@ use resolvd_proto::wire::WireMessage;
 use std::time::Instant;
 use tracing::{debug, error, info, warn};
 
+/// Conflict detection, evidence and slash tasks.
+pub(crate) struct Slasher<O> {
+    /// Per escrow: equivocation is two commitments under one domain.
+    pub(crate) conflicts: BTreeMap<Address, ConflictDetector>,
+    /// Evidence already handled (hash of its wire bytes; the newest ones).
+    pub(crate) seen_evidence: Recent,
+    /// Gossiped evidence waiting for the committees it names (at most one:
+    /// committee loads for evidence are made one at a time).
+    pub(crate) evidence_waiting: Option<(resolvd_proto::wire::ConflictEvidence, O)>,
+    /// (deal, resolver) pairs already slashed on chain.
+    pub(crate) slashed: HashSet<(B256, u32)>,
+    pub(crate) slashes: Vec<SlashTask>,
+}
+
+impl<O> Slasher<O> {
+    /// A slasher for the escrow of `domain` (more with [`Engine::serve`]).
+    pub(crate) fn new(domain: &VerdictDomain) -> Self {
+        Self {
+            conflicts: BTreeMap::from([(
+                domain.verifying_contract,
+                ConflictDetector::new(domain.clone()),
+            )]),
+            seen_evidence: Recent::new(MAX_SEEN_EVIDENCE),
+            evidence_waiting: None,
+            slashed: HashSet::new(),
+            slashes: Vec::new(),
+        }
+    }
+}
+
 pub(crate) struct SlashTask {
     pub(crate) request: SlashRequest,
     pub(crate) at: Instant,
@@ -23,8 +53,8 @@ impl<O: MessageOrigin> Engine<O> {
         b: Attestation,
     ) -> Result<(ConflictEvidence, Address), resolvd_consensus::Error> {
         let mut last = None;
-        for (escrow, domain) in &self.domains {
-            match ConflictEvidence::verify(a.clone(), b.clone(), &self.committees, domain) {
+        for (escrow, domain) in &self.identity.domains {
+            match ConflictEvidence::verify(a.clone(), b.clone(), &self.chain.committees, domain) {
                 Ok(ev) => return Ok((ev, *escrow)),
                 Err(e) => last = Some(e),
             }
@@ -45,30 +75,30 @@ impl<O: MessageOrigin> Engine<O> {
         now: Instant,
     ) -> Option<Validation> {
         let id = keccak256(e.encode_wire());
-        if self.seen_evidence.contains(&id) {
+        if self.slasher.seen_evidence.contains(&id) {
             return Some(Validation::Ignore);
         }
-        let oldest = self.current_epoch.saturating_sub(self.cfg.evidence_epochs);
+        let oldest = self.chain.current_epoch.saturating_sub(self.cfg.evidence_epochs);
         let mut missing = Vec::new();
         for epoch in [e.first.epoch, e.second.epoch] {
-            if epoch == 0 || epoch > self.current_epoch || epoch < oldest {
+            if epoch == 0 || epoch > self.chain.current_epoch || epoch < oldest {
                 // Names an epoch that does not exist (yet) here, or is out of range.
-                warn!(target: "p2p", peer = %origin.peer(), epoch, current = self.current_epoch, "evidence names an epoch out of range");
+                warn!(target: "p2p", peer = %origin.peer(), epoch, current = self.chain.current_epoch, "evidence names an epoch out of range");
                 return Some(Validation::Reject);
             }
-            if !self.committees.contains_key(&epoch) && !missing.contains(&epoch) {
+            if !self.chain.committees.contains_key(&epoch) && !missing.contains(&epoch) {
                 missing.push(epoch);
             }
         }
         if !missing.is_empty() {
-            if self.evidence_waiting.is_some() {
+            if self.slasher.evidence_waiting.is_some() {
                 metrics::count(&self.metrics.gossip_bounded, "evidence_busy");
                 return Some(Validation::Ignore);
             }
             for epoch in missing {
                 self.load_committee(epoch);
             }
-            self.evidence_waiting = Some((e, origin.clone()));
+            self.slasher.evidence_waiting = Some((e, origin.clone()));
             return None;
         }
         let parsed = Attestation::from_wire(&e.first)
@@ -80,7 +110,7 @@ impl<O: MessageOrigin> Engine<O> {
             }
             Ok(pair) => pair,
         };
-        self.seen_evidence.insert(id);
+        self.slasher.seen_evidence.insert(id);
         Some(match self.verify_evidence(a, b) {
             Ok((ev, escrow)) => {
                 self.on_evidence(ev, escrow, false, now);
@@ -96,18 +126,18 @@ impl<O: MessageOrigin> Engine<O> {
     /// The evidence waiting for committees, once they are loaded (or can no
     /// longer be: an epoch neither loaded, loading nor retried is given up).
     pub(crate) fn retry_waiting_evidence(&mut self, now: Instant) {
-        let Some((e, _)) = &self.evidence_waiting else { return };
+        let Some((e, _)) = &self.slasher.evidence_waiting else { return };
         let epochs = [e.first.epoch, e.second.epoch];
-        let ready = epochs.iter().all(|ep| self.committees.contains_key(ep));
+        let ready = epochs.iter().all(|ep| self.chain.committees.contains_key(ep));
         let hopeless = epochs.iter().any(|ep| {
-            !self.committees.contains_key(ep)
-                && !self.loading.contains(ep)
-                && !self.committee_retry.contains_key(ep)
+            !self.chain.committees.contains_key(ep)
+                && !self.chain.loading.contains(ep)
+                && !self.chain.committee_retry.contains_key(ep)
         });
         if !ready && !hopeless {
             return;
         }
-        let Some((e, origin)) = self.evidence_waiting.take() else { return };
+        let Some((e, origin)) = self.slasher.evidence_waiting.take() else { return };
         let acceptance = if ready {
             // Cannot wait again: every committee it names is loaded.
             self.on_gossiped_evidence(e, &origin, now).unwrap_or(Validation::Ignore)
@@ -123,7 +153,7 @@ impl<O: MessageOrigin> Engine<O> {
         attestation: Attestation,
         now: Instant,
     ) {
-        let Some(conflict) = self.conflicts.get_mut(&escrow) else { return };
+        let Some(conflict) = self.slasher.conflicts.get_mut(&escrow) else { return };
         match conflict.on_attestation(attestation) {
             Ok(found) => {
                 for ev in found {
@@ -142,14 +172,15 @@ impl<O: MessageOrigin> Engine<O> {
         now: Instant,
     ) {
         let deal_id = ev.first.commitment.deal_id;
-        let Some(committee) = self.committees.get(&ev.first.epoch) else { return };
+        let Some(committee) = self.chain.committees.get(&ev.first.epoch) else { return };
         let resolvers: Vec<u32> = ev
             .equivocators
             .iter()
             .filter_map(|k| committee.index_of(k))
-            .filter(|i| !self.slashed.contains(&(deal_id, *i)))
+            .filter(|i| !self.slasher.slashed.contains(&(deal_id, *i)))
             .filter(|i| {
                 !self
+                    .slasher
                     .slashes
                     .iter()
                     .any(|t| t.request.deal_id == deal_id && t.request.resolvers.contains(i))
@@ -158,7 +189,7 @@ impl<O: MessageOrigin> Engine<O> {
         if resolvers.is_empty() {
             return;
         }
-        self.seen_evidence.insert(keccak256(ev.to_wire().encode_wire()));
+        self.slasher.seen_evidence.insert(keccak256(ev.to_wire().encode_wire()));
         self.metrics.equivocations.inc();
         error!(target: "slasher", deal = %deal_id, ?resolvers, detected_here, "equivocation");
         let honest: Vec<u32> = committee
@@ -172,7 +203,7 @@ impl<O: MessageOrigin> Engine<O> {
             .map_or(honest.len(), |me| submit_rank(&deal_id, &honest, me));
         self.push(Action::WriteEvidence(Box::new(ev.clone()), resolvers.clone()));
         self.push(Action::Publish(Gossip::Evidence(Box::new(ev.to_wire()))));
-        self.slashes.push(SlashTask {
+        self.slasher.slashes.push(SlashTask {
             request: SlashRequest {
                 deal_id,
                 escrow,
@@ -187,19 +218,19 @@ impl<O: MessageOrigin> Engine<O> {
 
     /// The store says `resolver` was slashed for `deal_id` (at restore).
     pub fn mark_slashed(&mut self, deal_id: B256, resolver: u32) {
-        self.slashed.insert((deal_id, resolver));
+        self.slasher.slashed.insert((deal_id, resolver));
     }
 
     /// A resolver was slashed on chain (a `Slashed` log), for `deal_id`.
     pub fn on_slashed_log(&mut self, deal_id: B256, resolver: u32) {
-        self.slashed.insert((deal_id, resolver));
+        self.slasher.slashed.insert((deal_id, resolver));
         self.push(Action::PersistSlashed { deal_id, resolver, tx: B256::ZERO });
-        for t in &mut self.slashes {
+        for t in &mut self.slasher.slashes {
             if t.request.deal_id == deal_id {
                 t.request.resolvers.retain(|r| *r != resolver);
             }
         }
-        self.slashes.retain(|t| t.running || !t.request.resolvers.is_empty());
+        self.slasher.slashes.retain(|t| t.running || !t.request.resolvers.is_empty());
     }
 
     /// A slashing transaction finished.
@@ -218,21 +249,21 @@ impl<O: MessageOrigin> Engine<O> {
                 );
                 info!(target: "slasher", deal = %deal_id, ?resolvers, ?tx, "evidence dealt with");
                 for &resolver in &resolvers {
-                    self.slashed.insert((deal_id, resolver));
+                    self.slasher.slashed.insert((deal_id, resolver));
                     self.push(Action::PersistSlashed {
                         deal_id,
                         resolver,
                         tx: tx.unwrap_or_default(),
                     });
                 }
-                self.slashes.retain(|t| {
+                self.slasher.slashes.retain(|t| {
                     !(t.request.deal_id == deal_id && t.request.resolvers == resolvers)
                 });
             }
             SlashResult::Failed(e) => {
                 metrics::count(&self.metrics.slashings, "error");
                 warn!(target: "slasher", deal = %deal_id, error = %e, "slashing failed, will retry");
-                for t in &mut self.slashes {
+                for t in &mut self.slasher.slashes {
                     if t.request.deal_id == deal_id && t.request.resolvers == resolvers {
                         t.running = false;
                         t.at = now + self.cfg.retry;
@@ -245,7 +276,7 @@ impl<O: MessageOrigin> Engine<O> {
     /// Starts the slash tasks due.
     pub(crate) fn slash_due(&mut self, now: Instant) {
         let mut slash = Vec::new();
-        for t in self.slashes.iter_mut().filter(|t| !t.running && now >= t.at) {
+        for t in self.slasher.slashes.iter_mut().filter(|t| !t.running && now >= t.at) {
             t.running = true;
             slash.push(Action::Slash(Box::new(t.request.clone())));
         }

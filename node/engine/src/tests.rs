@@ -5,7 +5,7 @@
 use super::*;
 use alloy_primitives::{keccak256, Address, Bytes, U256};
 use resolvd_consensus::{
-    Attestation, BuilderEvent, Member, QuorumCertificate, SecretKey, Signature,
+    Attestation, BuilderEvent, Committee, Member, QuorumCertificate, SecretKey, Signature,
 };
 use resolvd_proto::{
     wire::{DisputeAnnouncement, SignedVerdict},
