@@ -13,9 +13,12 @@ impl<O: MessageOrigin> Engine<O> {
     /// threshold, or the window since its own commitment passed.
     pub(crate) fn maybe_reveal(&mut self, deal_id: B256, now: Instant) {
         let Some(d) = self.disputes.get(&deal_id) else { return };
-        let (Some(window), Some(at), Some(own), Some(cr)) =
-            (d.reveal_window, d.own_commit_at, d.own.as_ref(), d.view.commit_reveal.as_ref())
-        else {
+        let (Some(window), Some(at), Some(own), Some(cr)) = (
+            d.reveal.reveal_window,
+            d.reveal.own_commit_at,
+            d.own.as_ref(),
+            d.view.commit_reveal.as_ref(),
+        ) else {
             return;
         };
         if cr.revealed || d.view.phase.is_final() {
@@ -25,7 +28,7 @@ impl<O: MessageOrigin> Engine<O> {
         // keeps its partial hidden until its own digest is public, its
         // commit phase closed, or its window passed.
         let own_digest_revealed =
-            d.view.digest.is_some_and(|digest| d.first_reveal.contains_key(&digest));
+            d.view.digest.is_some_and(|digest| d.reveal.first_reveal.contains_key(&digest));
         let why = if own_digest_revealed {
             "a reveal of its digest was seen"
         } else if self.committed_stake_met(d) {
@@ -56,8 +59,9 @@ impl<O: MessageOrigin> Engine<O> {
     /// node's digest (before its first reveal) hold the threshold stake.
     pub(crate) fn committed_stake_met(&self, d: &Dispute) -> bool {
         let Some(committee) = self.chain.committees.get(&d.info.epoch) else { return false };
-        let revealed = d.view.digest.and_then(|digest| d.first_reveal.get(&digest));
+        let revealed = d.view.digest.and_then(|digest| d.reveal.first_reveal.get(&digest));
         let stake = d
+            .reveal
             .commits
             .iter()
             .filter(|(_, (_, at))| revealed.is_none_or(|first| at <= first))
@@ -111,11 +115,11 @@ impl<O: MessageOrigin> Engine<O> {
             }
             return Some(Validation::Reject);
         }
-        if d.reveal_window.is_none() {
+        if d.reveal.reveal_window.is_none() {
             // Commit-reveal is off here (a node with another setting).
             return Some(Validation::Ignore);
         }
-        if d.commits.contains_key(&c.signer_index) {
+        if d.reveal.commits.contains_key(&c.signer_index) {
             // The signer's commitment is held (this one, or another: only a
             // forgery or the signer's own misbehaviour; neither is spread).
             return Some(Validation::Ignore);
@@ -250,7 +254,7 @@ impl<O: MessageOrigin> Engine<O> {
         if d.view.phase.is_final() || !d.record_commit(c.signer_index, c.commit, arrived) {
             return Validation::Ignore;
         }
-        if d.reveal_phase_at.is_some_and(|phase| arrived > phase) {
+        if d.reveal.reveal_phase_at.is_some_and(|phase| arrived > phase) {
             // Late unless its partial's digest was not revealed yet.
             metrics::count(&self.metrics.commit_reveal, "late_commit");
             info!(target: "pipeline", deal = %deal_id, signer = c.signer_index, "commitment arrived in the reveal phase: its partial counts only if its digest was not revealed before");
@@ -258,11 +262,11 @@ impl<O: MessageOrigin> Engine<O> {
         // Its reveal may have been verified first (another batch): it
         // counts if the commitment arrived no later than its digest's first
         // reveal.
-        let opened = d.uncounted.iter().position(|(p, digest, _)| {
+        let opened = d.reveal.uncounted.iter().position(|(p, digest, _)| {
             c.opens_to(p) && d.timely(c.signer_index, &c.commit, digest)
         });
         if let Some(pos) = opened {
-            let (p, _, _) = d.uncounted.remove(pos);
+            let (p, _, _) = d.reveal.uncounted.remove(pos);
             if let Some(cr) = d.view.commit_reveal.as_mut() {
                 cr.uncounted.retain(|i| *i != p.signer_index);
             }
@@ -297,11 +301,13 @@ impl<O: MessageOrigin> Engine<O> {
     ) {
         let deal_id = p.commitment.deal_id;
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
-        if d.reveal_window.is_none() || !d.reveals_verified.insert((digest, p.signer_index)) {
+        if d.reveal.reveal_window.is_none()
+            || !d.reveal.reveals_verified.insert((digest, p.signer_index))
+        {
             return;
         }
-        let entered_now = d.reveal_phase_at.is_none();
-        let first = d.first_reveal.entry(digest).or_insert(arrived);
+        let entered_now = d.reveal.reveal_phase_at.is_none();
+        let first = d.reveal.first_reveal.entry(digest).or_insert(arrived);
         *first = (*first).min(arrived);
         if d.enter_reveal_phase(arrived) && entered_now {
             let committed = d.view.commit_reveal.as_ref().map_or(0, |cr| cr.committed.len());
@@ -317,7 +323,7 @@ impl<O: MessageOrigin> Engine<O> {
                 cr.uncounted.push(p.signer_index);
                 cr.uncounted.sort_unstable();
             }
-            d.uncounted.push((p.clone(), digest, arrived));
+            d.reveal.uncounted.push((p.clone(), digest, arrived));
             metrics::count(&self.metrics.commit_reveal, "uncounted_reveal");
             info!(target: "pipeline", deal = %deal_id, signer = p.signer_index, "reveal without a timely commitment: not counted");
         }
@@ -333,23 +339,29 @@ impl<O: MessageOrigin> Engine<O> {
         let mut fallback = Vec::new();
         let mut late_fallback = Vec::new();
         for (id, d) in &self.disputes {
-            let (Some(window), Some(cr)) = (d.reveal_window, d.view.commit_reveal.as_ref()) else {
+            let (Some(window), Some(cr)) = (d.reveal.reveal_window, d.view.commit_reveal.as_ref())
+            else {
                 continue;
             };
             if d.view.phase.is_final() {
                 continue;
             }
-            if !cr.revealed && d.own_commit_at.is_some_and(|t| now >= t + window) {
+            if !cr.revealed && d.reveal.own_commit_at.is_some_and(|t| now >= t + window) {
                 reveal.push(*id);
             }
-            let stuck =
-                d.reveal_phase_at.is_some_and(|t| now >= t + window * REVEAL_FALLBACK_WINDOWS);
-            if stuck && d.certificate.is_none() && !cr.fallback {
+            let stuck = d
+                .reveal
+                .reveal_phase_at
+                .is_some_and(|t| now >= t + window * REVEAL_FALLBACK_WINDOWS);
+            if stuck && d.submission.certificate.is_none() && !cr.fallback {
                 fallback.push(*id);
             }
-            let stuck_late =
-                d.reveal_phase_at.is_some_and(|t| now >= t + window * REVEAL_LATE_FALLBACK_WINDOWS);
-            if stuck_late && d.certificate.is_none() && cr.fallback && !cr.late_fallback {
+            let stuck_late = d
+                .reveal
+                .reveal_phase_at
+                .is_some_and(|t| now >= t + window * REVEAL_LATE_FALLBACK_WINDOWS);
+            if stuck_late && d.submission.certificate.is_none() && cr.fallback && !cr.late_fallback
+            {
                 late_fallback.push(*id);
             }
         }
@@ -358,15 +370,16 @@ impl<O: MessageOrigin> Engine<O> {
         }
         for id in fallback {
             let Some(d) = self.disputes.get_mut(&id) else { continue };
-            let Some(phase) = d.reveal_phase_at else { continue };
+            let Some(phase) = d.reveal.reveal_phase_at else { continue };
             let Some(cr) = d.view.commit_reveal.as_mut() else { continue };
             cr.fallback = true;
             // Only reveals that arrived no later than the reveal phase
             // began: nobody could have copied them. A reveal after it
             // without a timely commitment may be a copy, and never counts.
-            let (early, late): (Vec<_>, Vec<_>) =
-                std::mem::take(&mut d.uncounted).into_iter().partition(|(_, _, at)| *at <= phase);
-            d.uncounted = late;
+            let (early, late): (Vec<_>, Vec<_>) = std::mem::take(&mut d.reveal.uncounted)
+                .into_iter()
+                .partition(|(_, _, at)| *at <= phase);
+            d.reveal.uncounted = late;
             cr.uncounted.retain(|i| !early.iter().any(|(p, _, _)| p.signer_index == *i));
             metrics::count(&self.metrics.commit_reveal, "fallback");
             warn!(target: "pipeline", deal = %id, counted = early.len(), "no certificate in the reveal phase: counting the reveals that arrived before it began");
@@ -379,7 +392,7 @@ impl<O: MessageOrigin> Engine<O> {
             let Some(cr) = d.view.commit_reveal.as_mut() else { continue };
             cr.late_fallback = true;
             cr.uncounted.clear();
-            let late = std::mem::take(&mut d.uncounted);
+            let late = std::mem::take(&mut d.reveal.uncounted);
             metrics::count(&self.metrics.commit_reveal, "late_fallback");
             warn!(target: "pipeline", deal = %id, counted = late.len(), "still no certificate: counting every verified reveal, late ones included");
             for (p, _, _) in late {

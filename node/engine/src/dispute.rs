@@ -168,6 +168,17 @@ pub(crate) struct Dispute {
     pub(crate) gathering: bool,
     pub(crate) own: Option<SignedVerdict>,
     pub(crate) extra: Vec<SignedVerdict>,
+    pub(crate) last_publish: Instant,
+    pub(crate) finished_at: Option<Instant>,
+    /// The certificate held and its submission.
+    pub(crate) submission: Submission,
+    /// Commit-reveal (off unless `reveal.reveal_window` is set).
+    pub(crate) reveal: Reveal,
+}
+
+/// A dispute's certificate and its submission.
+#[derive(Default)]
+pub(crate) struct Submission {
     pub(crate) certificate: Option<QuorumCertificate>,
     /// Certificates the escrow rejected (by hash of their wire bytes).
     pub(crate) rejected: HashSet<B256>,
@@ -178,9 +189,12 @@ pub(crate) struct Dispute {
     pub(crate) certificate_gossiped: bool,
     /// Whether its certificate came verified from a peer (the network has one).
     pub(crate) certificate_from_peer: bool,
-    pub(crate) last_publish: Instant,
-    pub(crate) finished_at: Option<Instant>,
-    /// Commit-reveal: the commit window (None: off for this dispute).
+}
+
+/// A dispute's commit-reveal state.
+#[derive(Default)]
+pub(crate) struct Reveal {
+    /// The commit window (None: off for this dispute).
     pub(crate) reveal_window: Option<Duration>,
     /// When this node gossiped its own commitment.
     pub(crate) own_commit_at: Option<Instant>,
@@ -233,29 +247,16 @@ impl Dispute {
             gathering: false,
             own: None,
             extra: Vec::new(),
-            certificate: None,
-            rejected: HashSet::new(),
-            submit_at: None,
-            submit_backoff: Duration::ZERO,
-            submitting: false,
-            certificate_gossiped: false,
-            certificate_from_peer: false,
             last_publish: now,
             finished_at: None,
-            reveal_window: None,
-            own_commit_at: None,
-            own_commit: None,
-            reveal_phase_at: None,
-            first_reveal: HashMap::new(),
-            commits: BTreeMap::new(),
-            uncounted: Vec::new(),
-            reveals_verified: HashSet::new(),
+            submission: Submission::default(),
+            reveal: Reveal::default(),
         }
     }
 
     /// Turns commit-reveal on for this dispute.
     pub(crate) fn with_reveal(mut self, window: Option<Duration>) -> Self {
-        self.reveal_window = window;
+        self.reveal.reveal_window = window;
         self.view.commit_reveal =
             window.map(|w| CommitReveal { window_ms: w.as_millis() as u64, ..Default::default() });
         self
@@ -270,7 +271,7 @@ impl Dispute {
 
     pub(crate) fn finish(&mut self, phase: Phase, now: Instant) {
         self.view.phase = phase;
-        self.submit_at = None;
+        self.submission.submit_at = None;
         self.finished_at = Some(now);
     }
 
@@ -279,8 +280,9 @@ impl Dispute {
     /// reveal of another digest (a wrong outcome revealed at once) does not
     /// make it late.
     pub(crate) fn timely(&self, signer: u32, commit: &B256, digest: &B256) -> bool {
-        let revealed = self.first_reveal.get(digest);
-        self.commits
+        let revealed = self.reveal.first_reveal.get(digest);
+        self.reveal
+            .commits
             .get(&signer)
             .is_some_and(|(c, at)| c == commit && revealed.is_none_or(|first| at <= first))
     }
@@ -289,13 +291,13 @@ impl Dispute {
     /// verified), or moves its start earlier; the view's committed / late
     /// lists follow the arrival times.
     pub(crate) fn enter_reveal_phase(&mut self, at: Instant) -> bool {
-        if self.reveal_phase_at.is_some_and(|t| t <= at) {
+        if self.reveal.reveal_phase_at.is_some_and(|t| t <= at) {
             return false;
         }
-        self.reveal_phase_at = Some(at);
+        self.reveal.reveal_phase_at = Some(at);
         let seen = self.seen;
         let commits: Vec<(u32, B256, bool)> =
-            self.commits.iter().map(|(i, (c, t))| (*i, *c, *t <= at)).collect();
+            self.reveal.commits.iter().map(|(i, (c, t))| (*i, *c, *t <= at)).collect();
         if let Some(cr) = self.view.commit_reveal.as_mut() {
             cr.reveal_phase_ms = Some(at.saturating_duration_since(seen).as_millis() as u64);
             cr.committed.clear();
@@ -313,11 +315,11 @@ impl Dispute {
 
     /// Records a verified commitment (the first of its signer) that arrived at `at`.
     pub(crate) fn record_commit(&mut self, signer: u32, commit: B256, at: Instant) -> bool {
-        if self.commits.contains_key(&signer) {
+        if self.reveal.commits.contains_key(&signer) {
             return false;
         }
-        self.commits.insert(signer, (commit, at));
-        let timely = self.reveal_phase_at.is_none_or(|phase| at <= phase);
+        self.reveal.commits.insert(signer, (commit, at));
+        let timely = self.reveal.reveal_phase_at.is_none_or(|phase| at <= phase);
         if let Some(cr) = self.view.commit_reveal.as_mut() {
             if timely {
                 cr.committed.entry(signer).or_default().push(commit);

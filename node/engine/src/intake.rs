@@ -365,9 +365,9 @@ impl<O: MessageOrigin> Engine<O> {
             warn!(target: "chain", deal = %id, "Settled log reorged out: the dispute is open again");
             d.finished_at = None;
             d.view.settled_by = None;
-            d.view.phase = if d.certificate.is_some() {
-                d.submit_at = Some(now);
-                d.submitting = false;
+            d.view.phase = if d.submission.certificate.is_some() {
+                d.submission.submit_at = Some(now);
+                d.submission.submitting = false;
                 Phase::Certified
             } else if d.own.is_some() {
                 Phase::Signed

@@ -92,12 +92,14 @@ impl<O: MessageOrigin> Engine<O> {
             warn!(target: "p2p", peer = %origin.peer(), deal = %deal_id, "certificate does not match the confirmed deal");
             return Validation::Reject;
         }
-        if d.certificate.is_some() {
+        if d.submission.certificate.is_some() {
             // One verified certificate per dispute is enough; copies and
             // variants cost nothing (no pairing, no score).
             return Validation::Ignore;
         }
-        if !d.rejected.is_empty() && d.rejected.contains(&keccak256(w.encode_wire())) {
+        if !d.submission.rejected.is_empty()
+            && d.submission.rejected.contains(&keccak256(w.encode_wire()))
+        {
             return Validation::Ignore;
         }
         let Some(domain) = self.identity.domains.get(&d.info.escrow) else {
@@ -203,7 +205,10 @@ impl<O: MessageOrigin> Engine<O> {
     ) {
         let digest = key.0;
         let reveal = self.disputes.get(&p.commitment.deal_id).map(|d| {
-            (d.reveal_window.is_some(), d.reveals_verified.contains(&(digest, p.signer_index)))
+            (
+                d.reveal.reveal_window.is_some(),
+                d.reveal.reveals_verified.contains(&(digest, p.signer_index)),
+            )
         });
         if reveal == Some((true, true)) {
             return self.ignore(origin, Topic::Verdicts);
@@ -318,7 +323,8 @@ impl<O: MessageOrigin> Engine<O> {
                 list.sort_unstable();
             }
             // (With commit-reveal, persisted once counted.)
-            if d.reveal_window.is_none() && d.own.as_ref().is_none_or(|o| o.signer_index != signer)
+            if d.reveal.reveal_window.is_none()
+                && d.own.as_ref().is_none_or(|o| o.signer_index != signer)
             {
                 self.actions.push_back(Action::PersistPartial(p.clone()));
             }
@@ -355,14 +361,15 @@ impl<O: MessageOrigin> Engine<O> {
             }
         }
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
-        if d.certificate.is_some() || d.view.phase.is_final() {
+        if d.submission.certificate.is_some() || d.view.phase.is_final() {
             return;
         }
         if qc.epoch != d.info.epoch || !matches_deal(&qc.commitment, &d.info) {
             warn!(target: "pipeline", deal = %deal_id, "certificate does not match the deal: ignored");
             return;
         }
-        if !d.rejected.is_empty() && d.rejected.contains(&certificate_id(&qc)) {
+        if !d.submission.rejected.is_empty() && d.submission.rejected.contains(&certificate_id(&qc))
+        {
             return;
         }
         self.actions.push_back(Action::PersistCertificate(Box::new(qc.clone())));
@@ -385,13 +392,13 @@ impl<O: MessageOrigin> Engine<O> {
             committee.map(|c| c.members().iter().map(|m| m.index).collect()).unwrap_or_default();
         let me = self.identity.me.as_ref().and_then(|k| committee?.index_of(k));
         let rank = me.map_or(members.len(), |me| submit_rank(&deal_id, &members, me));
-        d.submit_at = Some(now + self.cfg.submit_slot * rank as u32);
-        d.submit_backoff = self.cfg.retry;
+        d.submission.submit_at = Some(now + self.cfg.submit_slot * rank as u32);
+        d.submission.submit_backoff = self.cfg.retry;
         info!(target: "pipeline", deal = %deal_id, outcome = ?qc.commitment.outcome, non_signers = ?qc.non_signers, built_here, rank, "certificate");
-        d.certificate = Some(qc.clone());
-        d.certificate_from_peer = !built_here;
+        d.submission.certificate = Some(qc.clone());
+        d.submission.certificate_from_peer = !built_here;
         if built_here && rank < CERTIFICATE_GOSSIPERS {
-            d.certificate_gossiped = true;
+            d.submission.certificate_gossiped = true;
             d.last_publish = now;
             self.actions.push_back(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
         }
@@ -401,7 +408,8 @@ impl<O: MessageOrigin> Engine<O> {
     /// node's builder verified (and counted) more for the same commitment.
     pub(crate) fn widen_certificate(&mut self, deal_id: &B256) {
         let Some(d) = self.disputes.get(deal_id) else { return };
-        let (Some(qc), Some(domain)) = (&d.certificate, self.identity.domains.get(&d.info.escrow))
+        let (Some(qc), Some(domain)) =
+            (&d.submission.certificate, self.identity.domains.get(&d.info.escrow))
         else {
             return;
         };
@@ -419,7 +427,7 @@ impl<O: MessageOrigin> Engine<O> {
         self.actions.push_back(Action::PersistCertificate(Box::new(best.clone())));
         if let Some(d) = self.disputes.get_mut(deal_id) {
             d.view.certificate_non_signers = Some(best.non_signers.clone());
-            d.certificate = Some(best);
+            d.submission.certificate = Some(best);
         }
     }
 
@@ -436,15 +444,16 @@ impl<O: MessageOrigin> Engine<O> {
                 d.last_publish = now;
                 let unrevealed = d.view.commit_reveal.as_ref().is_some_and(|cr| !cr.revealed);
                 if unrevealed {
-                    again.extend(d.own_commit.map(Gossip::Commit));
+                    again.extend(d.reveal.own_commit.map(Gossip::Commit));
                 } else {
                     again.extend(d.own.clone().map(Gossip::Verdict));
                     again.extend(d.extra.iter().cloned().map(Gossip::Verdict));
                 }
                 again.extend(
-                    d.certificate
+                    d.submission
+                        .certificate
                         .as_ref()
-                        .filter(|_| d.certificate_gossiped)
+                        .filter(|_| d.submission.certificate_gossiped)
                         .map(|c| Gossip::Certificate(Box::new(c.to_wire()))),
                 );
             }

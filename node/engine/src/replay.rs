@@ -197,13 +197,14 @@ impl<O: MessageOrigin> Engine<O> {
         d.view.last_error = None;
         d.backoff = FIRST_BACKOFF;
         info!(target: "pipeline", deal = %deal_id, outcome = ?commitment.outcome, %digest, "replayed");
-        if let Some(qc) = &d.certificate {
+        if let Some(qc) = &d.submission.certificate {
             if qc.commitment != commitment {
                 error!(target: "pipeline", deal = %deal_id, certified = ?qc.commitment.outcome, replayed = ?commitment.outcome, "ALARM: a certificate certifies a commitment this node's replay does not reproduce");
             }
         }
-        let (epoch, escrow, commit) = (d.info.epoch, d.info.escrow, d.reveal_window.is_some());
-        let has_certificate = d.certificate.is_some();
+        let (epoch, escrow, commit) =
+            (d.info.epoch, d.info.escrow, d.reveal.reveal_window.is_some());
+        let has_certificate = d.submission.certificate.is_some();
         self.push(Action::PersistEnvelope(Box::new(envelope)));
         match self.my_index(epoch) {
             Some(index) => {
@@ -239,23 +240,24 @@ impl<O: MessageOrigin> Engine<O> {
                 d.extra.push(partial.clone());
             }
             let unrevealed = d.view.commit_reveal.as_ref().is_some_and(|cr| !cr.revealed);
-            if d.reveal_window.is_some() && unrevealed {
+            if d.reveal.reveal_window.is_some() && unrevealed {
                 // Revealed with the own partial.
                 return;
             }
         }
         if d.view.phase == Phase::Replaying {
-            d.view.phase = if d.certificate.is_some() { Phase::Certified } else { Phase::Signed };
+            d.view.phase =
+                if d.submission.certificate.is_some() { Phase::Certified } else { Phase::Signed };
         }
         d.last_publish = now;
         let commit = commit.filter(|c| c.opens_to(&partial));
-        if d.reveal_window.is_some() && d.own.as_ref() == Some(&partial) {
+        if d.reveal.reveal_window.is_some() && d.own.as_ref() == Some(&partial) {
             match commit {
                 Some(commit) => {
                     // Commit now; the partial itself once the commit phase closes.
-                    if d.own_commit_at.is_none() {
-                        d.own_commit_at = Some(now);
-                        d.own_commit = Some(commit);
+                    if d.reveal.own_commit_at.is_none() {
+                        d.reveal.own_commit_at = Some(now);
+                        d.reveal.own_commit = Some(commit);
                         d.record_commit(commit.signer_index, commit.commit, now);
                         debug!(target: "pipeline", deal = %deal_id, commit = %commit.commit, "committed to the partial");
                         self.push(Action::Publish(Gossip::Commit(commit)));
@@ -281,7 +283,8 @@ impl<O: MessageOrigin> Engine<O> {
     pub fn copy_partial(&mut self, p: &SignedVerdict) {
         let deal_id = p.commitment.deal_id;
         let Some(d) = self.disputes.get(&deal_id) else { return };
-        let (escrow, epoch, commit) = (d.info.escrow, d.info.epoch, d.reveal_window.is_some());
+        let (escrow, epoch, commit) =
+            (d.info.escrow, d.info.epoch, d.reveal.reveal_window.is_some());
         if d.own.is_some() || p.epoch != epoch {
             return;
         }

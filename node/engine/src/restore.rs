@@ -45,7 +45,7 @@ impl<O: MessageOrigin> Engine<O> {
         {
             self.restore_own(&mut d, own, &domain);
         }
-        if d.reveal_window.is_some() {
+        if d.reveal.reveal_window.is_some() {
             // Stored partials were counted before the restart: their
             // commitments were in time.
             for p in &partials {
@@ -58,7 +58,7 @@ impl<O: MessageOrigin> Engine<O> {
         let phase = d.view.phase;
         // With commit-reveal the own partial is queued when it is revealed
         // (queued now, it would open the reveal phase at once).
-        let unrevealed_own = d.reveal_window.is_some().then_some(me).flatten();
+        let unrevealed_own = d.reveal.reveal_window.is_some().then_some(me).flatten();
         self.disputes.insert(deal_id, d);
         for p in partials {
             if Some(p.signer_index) != unrevealed_own {
@@ -89,7 +89,7 @@ impl<O: MessageOrigin> Engine<O> {
         d.view.own_signature = Some(Bytes::copy_from_slice(&p.signature));
         d.view.phase = Phase::Signed;
         d.own = Some(p.clone());
-        if d.reveal_window.is_some() {
+        if d.reveal.reveal_window.is_some() {
             // Signed again (the same commitment: protection allows
             // it, BLS signing is deterministic) for a signed
             // commitment, which `on_signed` gossips; revealed when
@@ -121,10 +121,10 @@ impl<O: MessageOrigin> Engine<O> {
             && self.chain.committees.get(&qc.epoch).is_some_and(|c| qc.verify(c, domain).is_ok());
         if valid {
             d.view.phase = Phase::Certified;
-            d.submit_at = Some(now);
+            d.submission.submit_at = Some(now);
             d.view.certificate_non_signers = Some(qc.non_signers.clone());
             d.view.certified_outcome = Some(qc.commitment.outcome);
-            d.certificate = Some(qc);
+            d.submission.certificate = Some(qc);
         } else {
             warn!(target: "node", deal = %d.info.deal_id, "stored certificate does not verify against the committee: dropped");
         }

@@ -61,26 +61,26 @@ impl<O: MessageOrigin> Engine<O> {
     pub fn on_submitted(&mut self, deal_id: B256, result: SubmitResult, now: Instant) {
         let metrics = &self.metrics.submissions;
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
-        d.submitting = false;
+        d.submission.submitting = false;
         match result {
             SubmitResult::Sent { tx, gas } => {
                 metrics::count(metrics, "sent");
                 info!(target: "submitter", deal = %deal_id, %tx, gas, "resolve sent");
                 d.view.resolve_tx = Some(tx);
                 d.view.resolve_gas = Some(gas);
-                d.submit_at = None;
+                d.submission.submit_at = None;
             }
             SubmitResult::AlreadyResolved => {
                 metrics::count(metrics, "already_resolved");
                 info!(target: "submitter", deal = %deal_id, "already resolved: nothing to send");
-                d.submit_at = None;
+                d.submission.submit_at = None;
             }
             SubmitResult::Rejected(reason) => {
                 metrics::count(metrics, "rejected");
                 error!(target: "submitter", deal = %deal_id, %reason, "the escrow rejects this certificate: dropped, waiting for another");
-                d.submit_at = None;
-                if let Some(qc) = d.certificate.take() {
-                    d.rejected.insert(certificate_id(&qc));
+                d.submission.submit_at = None;
+                if let Some(qc) = d.submission.certificate.take() {
+                    d.submission.rejected.insert(certificate_id(&qc));
                 }
                 d.view.certificate_non_signers = None;
                 d.view.certified_outcome = None;
@@ -91,9 +91,10 @@ impl<O: MessageOrigin> Engine<O> {
             }
             SubmitResult::Failed(e) => {
                 metrics::count(metrics, "error");
-                d.submit_backoff = (d.submit_backoff * 2).clamp(self.cfg.retry, MAX_BACKOFF);
-                warn!(target: "submitter", deal = %deal_id, error = %e, retry_in = ?d.submit_backoff, "resolve failed, will retry");
-                d.submit_at = Some(now + d.submit_backoff);
+                d.submission.submit_backoff =
+                    (d.submission.submit_backoff * 2).clamp(self.cfg.retry, MAX_BACKOFF);
+                warn!(target: "submitter", deal = %deal_id, error = %e, retry_in = ?d.submission.submit_backoff, "resolve failed, will retry");
+                d.submission.submit_at = Some(now + d.submission.submit_backoff);
             }
         }
     }
@@ -105,7 +106,9 @@ impl<O: MessageOrigin> Engine<O> {
         let due: Vec<B256> = self
             .disputes
             .iter()
-            .filter(|(_, d)| !d.submitting && d.submit_at.is_some_and(|t| now >= t))
+            .filter(|(_, d)| {
+                !d.submission.submitting && d.submission.submit_at.is_some_and(|t| now >= t)
+            })
             .map(|(id, _)| *id)
             .collect();
         for id in due {
@@ -113,14 +116,14 @@ impl<O: MessageOrigin> Engine<O> {
         }
         let mut submit = Vec::new();
         for (id, d) in &mut self.disputes {
-            if !d.submitting && d.submit_at.is_some_and(|t| now >= t) {
-                if let Some(qc) = &d.certificate {
-                    d.submitting = true;
-                    if !d.certificate_gossiped && !d.certificate_from_peer {
+            if !d.submission.submitting && d.submission.submit_at.is_some_and(|t| now >= t) {
+                if let Some(qc) = &d.submission.certificate {
+                    d.submission.submitting = true;
+                    if !d.submission.certificate_gossiped && !d.submission.certificate_from_peer {
                         // The submitters before this one did not settle
                         // and no certificate reached this node: peers may
                         // lack one too.
-                        d.certificate_gossiped = true;
+                        d.submission.certificate_gossiped = true;
                         submit.push(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
                     }
                     submit.push(Action::Submit {
