@@ -13,22 +13,19 @@ impl<O: MessageOrigin> Engine<O> {
     /// threshold, or the window since its own commitment passed.
     pub(crate) fn maybe_reveal(&mut self, deal_id: B256, now: Instant) {
         let Some(d) = self.disputes.get(&deal_id) else { return };
-        let (Some(window), Some(at), Some(own), Some(cr)) = (
-            d.reveal.reveal_window,
-            d.reveal.own_commit_at,
-            d.own.as_ref(),
-            d.view.commit_reveal.as_ref(),
-        ) else {
+        let (Some(window), Some(at), Some(own)) =
+            (d.reveal.reveal_window, d.reveal.own_commit_at, d.own.as_ref())
+        else {
             return;
         };
-        if cr.revealed || d.view.phase.is_final() {
+        if d.reveal.revealed || d.phase.is_final() {
             return;
         }
         // A reveal of another digest gives nothing of this node's away: it
         // keeps its partial hidden until its own digest is public, its
         // commit phase closed, or its window passed.
         let own_digest_revealed =
-            d.view.digest.is_some_and(|digest| d.reveal.first_reveal.contains_key(&digest));
+            d.record.digest.is_some_and(|digest| d.reveal.first_reveal.contains_key(&digest));
         let why = if own_digest_revealed {
             "a reveal of its digest was seen"
         } else if self.committed_stake_met(d) {
@@ -41,9 +38,7 @@ impl<O: MessageOrigin> Engine<O> {
         let own = own.clone();
         let extra = d.extra.clone();
         if let Some(d) = self.disputes.get_mut(&deal_id) {
-            if let Some(cr) = d.view.commit_reveal.as_mut() {
-                cr.revealed = true;
-            }
+            d.reveal.revealed = true;
             d.last_publish = now;
         }
         info!(target: "pipeline", deal = %deal_id, why, "revealing the partial");
@@ -59,7 +54,7 @@ impl<O: MessageOrigin> Engine<O> {
     /// node's digest (before its first reveal) hold the threshold stake.
     pub(crate) fn committed_stake_met(&self, d: &Dispute) -> bool {
         let Some(committee) = self.chain.committees.get(&d.info.epoch) else { return false };
-        let revealed = d.view.digest.and_then(|digest| d.reveal.first_reveal.get(&digest));
+        let revealed = d.record.digest.and_then(|digest| d.reveal.first_reveal.get(&digest));
         let stake = d
             .reveal
             .commits
@@ -106,7 +101,7 @@ impl<O: MessageOrigin> Engine<O> {
             // Not started here yet: held like an early partial.
             return self.hold_early_commit(c, origin, arrived, now);
         };
-        if d.view.phase.is_final() {
+        if d.phase.is_final() {
             return Some(Validation::Ignore);
         }
         if c.epoch != d.info.epoch {
@@ -251,7 +246,7 @@ impl<O: MessageOrigin> Engine<O> {
     ) -> Validation {
         let deal_id = c.deal_id;
         let Some(d) = self.disputes.get_mut(&deal_id) else { return Validation::Ignore };
-        if d.view.phase.is_final() || !d.record_commit(c.signer_index, c.commit, arrived) {
+        if d.phase.is_final() || !d.record_commit(c.signer_index, c.commit, arrived) {
             return Validation::Ignore;
         }
         if d.reveal.reveal_phase_at.is_some_and(|phase| arrived > phase) {
@@ -267,7 +262,7 @@ impl<O: MessageOrigin> Engine<O> {
         });
         if let Some(pos) = opened {
             let (p, _, _) = d.reveal.uncounted.remove(pos);
-            if let Some(cr) = d.view.commit_reveal.as_mut() {
+            if let Some(cr) = d.record.commit_reveal.as_mut() {
                 cr.uncounted.retain(|i| *i != p.signer_index);
             }
             self.count_reveal(&p, now);
@@ -310,7 +305,7 @@ impl<O: MessageOrigin> Engine<O> {
         let first = d.reveal.first_reveal.entry(digest).or_insert(arrived);
         *first = (*first).min(arrived);
         if d.enter_reveal_phase(arrived) && entered_now {
-            let committed = d.view.commit_reveal.as_ref().map_or(0, |cr| cr.committed.len());
+            let committed = d.record.commit_reveal.as_ref().map_or(0, |cr| cr.committed.len());
             info!(target: "pipeline", deal = %deal_id, committed, "reveal phase");
         }
         let own = d.own.as_ref() == Some(p);
@@ -318,7 +313,7 @@ impl<O: MessageOrigin> Engine<O> {
         if counted {
             self.count_reveal(p, now);
         } else {
-            let Some(cr) = d.view.commit_reveal.as_mut() else { return };
+            let Some(cr) = d.record.commit_reveal.as_mut() else { return };
             if !cr.uncounted.contains(&p.signer_index) {
                 cr.uncounted.push(p.signer_index);
                 cr.uncounted.sort_unstable();
@@ -339,28 +334,28 @@ impl<O: MessageOrigin> Engine<O> {
         let mut fallback = Vec::new();
         let mut late_fallback = Vec::new();
         for (id, d) in &self.disputes {
-            let (Some(window), Some(cr)) = (d.reveal.reveal_window, d.view.commit_reveal.as_ref())
-            else {
-                continue;
-            };
-            if d.view.phase.is_final() {
+            let Some(window) = d.reveal.reveal_window else { continue };
+            if d.phase.is_final() {
                 continue;
             }
-            if !cr.revealed && d.reveal.own_commit_at.is_some_and(|t| now >= t + window) {
+            if !d.reveal.revealed && d.reveal.own_commit_at.is_some_and(|t| now >= t + window) {
                 reveal.push(*id);
             }
             let stuck = d
                 .reveal
                 .reveal_phase_at
                 .is_some_and(|t| now >= t + window * REVEAL_FALLBACK_WINDOWS);
-            if stuck && d.submission.certificate.is_none() && !cr.fallback {
+            if stuck && d.submission.certificate.is_none() && !d.reveal.fallback {
                 fallback.push(*id);
             }
             let stuck_late = d
                 .reveal
                 .reveal_phase_at
                 .is_some_and(|t| now >= t + window * REVEAL_LATE_FALLBACK_WINDOWS);
-            if stuck_late && d.submission.certificate.is_none() && cr.fallback && !cr.late_fallback
+            if stuck_late
+                && d.submission.certificate.is_none()
+                && d.reveal.fallback
+                && !d.reveal.late_fallback
             {
                 late_fallback.push(*id);
             }
@@ -371,8 +366,8 @@ impl<O: MessageOrigin> Engine<O> {
         for id in fallback {
             let Some(d) = self.disputes.get_mut(&id) else { continue };
             let Some(phase) = d.reveal.reveal_phase_at else { continue };
-            let Some(cr) = d.view.commit_reveal.as_mut() else { continue };
-            cr.fallback = true;
+            let Some(cr) = d.record.commit_reveal.as_mut() else { continue };
+            d.reveal.fallback = true;
             // Only reveals that arrived no later than the reveal phase
             // began: nobody could have copied them. A reveal after it
             // without a timely commitment may be a copy, and never counts.
@@ -389,8 +384,8 @@ impl<O: MessageOrigin> Engine<O> {
         }
         for id in late_fallback {
             let Some(d) = self.disputes.get_mut(&id) else { continue };
-            let Some(cr) = d.view.commit_reveal.as_mut() else { continue };
-            cr.late_fallback = true;
+            let Some(cr) = d.record.commit_reveal.as_mut() else { continue };
+            d.reveal.late_fallback = true;
             cr.uncounted.clear();
             let late = std::mem::take(&mut d.reveal.uncounted);
             metrics::count(&self.metrics.commit_reveal, "late_fallback");

@@ -161,7 +161,12 @@ pub(crate) fn same_dispute(a: &DisputeAnnouncement, b: &DisputeAnnouncement) -> 
 
 pub(crate) struct Dispute {
     pub(crate) info: DisputeAnnouncement,
-    pub(crate) view: DisputeView,
+    /// Where the dispute is.
+    pub(crate) phase: Phase,
+    /// What the API shows besides the state ([`Dispute::view`] adds the
+    /// phase and the commit-reveal flags from the state; the record's own
+    /// copies of those are not kept).
+    pub(crate) record: DisputeView,
     pub(crate) seen: Instant,
     pub(crate) next_attempt: Instant,
     pub(crate) backoff: Duration,
@@ -215,12 +220,19 @@ pub(crate) struct Reveal {
     /// (digest, signer) of reveals verified (counted or not): a re-gossiped
     /// copy is not verified again.
     pub(crate) reveals_verified: HashSet<(B256, u32)>,
+    /// Whether this node gossiped its partial (the reveal).
+    pub(crate) revealed: bool,
+    /// Whether the fallback ran.
+    pub(crate) fallback: bool,
+    /// Whether the late fallback ran.
+    pub(crate) late_fallback: bool,
 }
 
 impl Dispute {
     pub(crate) fn new(info: DisputeAnnouncement, now: Instant) -> Self {
         Self {
-            view: DisputeView {
+            phase: Phase::Fetching,
+            record: DisputeView {
                 deal_id: info.deal_id,
                 phase: Phase::Fetching,
                 epoch: info.epoch,
@@ -254,23 +266,36 @@ impl Dispute {
         }
     }
 
+    /// The API view: the record with the phase and the commit-reveal flags
+    /// of the state.
+    pub(crate) fn view(&self) -> DisputeView {
+        let mut view = self.record.clone();
+        view.phase = self.phase;
+        if let Some(cr) = view.commit_reveal.as_mut() {
+            cr.revealed = self.reveal.revealed;
+            cr.fallback = self.reveal.fallback;
+            cr.late_fallback = self.reveal.late_fallback;
+        }
+        view
+    }
+
     /// Turns commit-reveal on for this dispute.
     pub(crate) fn with_reveal(mut self, window: Option<Duration>) -> Self {
         self.reveal.reveal_window = window;
-        self.view.commit_reveal =
+        self.record.commit_reveal =
             window.map(|w| CommitReveal { window_ms: w.as_millis() as u64, ..Default::default() });
         self
     }
 
     pub(crate) fn operational(&mut self, reason: String, now: Instant) {
-        self.view.phase = Phase::Fetching;
-        self.view.last_error = Some(reason);
+        self.phase = Phase::Fetching;
+        self.record.last_error = Some(reason);
         self.next_attempt = now + self.backoff;
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
     }
 
     pub(crate) fn finish(&mut self, phase: Phase, now: Instant) {
-        self.view.phase = phase;
+        self.phase = phase;
         self.submission.submit_at = None;
         self.finished_at = Some(now);
     }
@@ -298,7 +323,7 @@ impl Dispute {
         let seen = self.seen;
         let commits: Vec<(u32, B256, bool)> =
             self.reveal.commits.iter().map(|(i, (c, t))| (*i, *c, *t <= at)).collect();
-        if let Some(cr) = self.view.commit_reveal.as_mut() {
+        if let Some(cr) = self.record.commit_reveal.as_mut() {
             cr.reveal_phase_ms = Some(at.saturating_duration_since(seen).as_millis() as u64);
             cr.committed.clear();
             cr.late.clear();
@@ -320,7 +345,7 @@ impl Dispute {
         }
         self.reveal.commits.insert(signer, (commit, at));
         let timely = self.reveal.reveal_phase_at.is_none_or(|phase| at <= phase);
-        if let Some(cr) = self.view.commit_reveal.as_mut() {
+        if let Some(cr) = self.record.commit_reveal.as_mut() {
             if timely {
                 cr.committed.entry(signer).or_default().push(commit);
             } else {

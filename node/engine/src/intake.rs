@@ -162,7 +162,7 @@ impl<O: MessageOrigin> Engine<O> {
                 // Seen disputed in a confirmed log but no longer disputed:
                 // settled while this node was away. Recorded, never worked on.
                 if let Some(d) = self.disputes.get(&deal_id) {
-                    if !d.view.phase.is_final() {
+                    if !d.phase.is_final() {
                         self.settle(deal_id, None, now);
                     }
                 } else {
@@ -341,7 +341,7 @@ impl<O: MessageOrigin> Engine<O> {
         );
         for id in &affected {
             let Some(d) = self.disputes.get(id) else { continue };
-            if d.own.is_some() || d.view.phase.is_final() {
+            if d.own.is_some() || d.phase.is_final() {
                 warn!(target: "chain", deal = %id, "Disputed log reorged out after this node signed: kept");
                 continue;
             }
@@ -359,13 +359,13 @@ impl<O: MessageOrigin> Engine<O> {
         }
         for id in settled {
             let Some(d) = self.disputes.get_mut(id) else { continue };
-            if d.view.phase != Phase::Settled {
+            if d.phase != Phase::Settled {
                 continue;
             }
             warn!(target: "chain", deal = %id, "Settled log reorged out: the dispute is open again");
             d.finished_at = None;
-            d.view.settled_by = None;
-            d.view.phase = if d.submission.certificate.is_some() {
+            d.record.settled_by = None;
+            d.phase = if d.submission.certificate.is_some() {
                 d.submission.submit_at = Some(now);
                 d.submission.submitting = false;
                 Phase::Certified

@@ -289,13 +289,13 @@ impl<O: MessageOrigin> Engine<O> {
     }
 
     /// The views of the disputes in memory.
-    pub fn views(&self) -> impl Iterator<Item = &DisputeView> {
-        self.disputes.values().map(|d| &d.view)
+    pub fn views(&self) -> impl Iterator<Item = DisputeView> + '_ {
+        self.disputes.values().map(Dispute::view)
     }
 
     /// One dispute's view.
-    pub fn view(&self, deal_id: &B256) -> Option<&DisputeView> {
-        self.disputes.get(deal_id).map(|d| &d.view)
+    pub fn view(&self, deal_id: &B256) -> Option<DisputeView> {
+        self.disputes.get(deal_id).map(Dispute::view)
     }
 
     /// Disputes held in memory (open and recently finished).
@@ -386,7 +386,7 @@ impl<O: MessageOrigin> Engine<O> {
         let mut expired = Vec::new();
         for d in self.disputes.values_mut() {
             let deadline = d.info.resolve_deadline.saturating_add(EXPIRY_GRACE_SECS);
-            if !d.view.phase.is_final() && chain_time > deadline {
+            if !d.phase.is_final() && chain_time > deadline {
                 d.finish(Phase::Expired, now);
                 warn!(target: "node", deal = %d.info.deal_id, "resolve deadline passed unsettled");
                 expired.push(d.info.clone());

@@ -85,7 +85,7 @@ impl<O: MessageOrigin> Engine<O> {
             // sender republishes while the dispute is open.
             return Validation::Ignore;
         };
-        if d.view.phase.is_final() {
+        if d.phase.is_final() {
             return Validation::Ignore;
         }
         if w.epoch != d.info.epoch || !matches_deal(&w.commitment, &d.info) {
@@ -178,7 +178,7 @@ impl<O: MessageOrigin> Engine<O> {
             Some(d) if !matches_deal(&p.commitment, &d.info) => {
                 Screen::Reject("does not match the deal's fields")
             }
-            Some(d) if d.view.phase.is_final() => Screen::Ignore,
+            Some(d) if d.phase.is_final() => Screen::Ignore,
             Some(d) => Screen::Open(d.info.escrow),
         }
     }
@@ -317,7 +317,7 @@ impl<O: MessageOrigin> Engine<O> {
             self.check_doppelganger(&p);
         }
         if let Some(d) = self.disputes.get_mut(&p.commitment.deal_id) {
-            let list = d.view.signers.entry(digest).or_default();
+            let list = d.record.signers.entry(digest).or_default();
             if !list.contains(&signer) {
                 list.push(signer);
                 list.sort_unstable();
@@ -361,7 +361,7 @@ impl<O: MessageOrigin> Engine<O> {
             }
         }
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
-        if d.submission.certificate.is_some() || d.view.phase.is_final() {
+        if d.submission.certificate.is_some() || d.phase.is_final() {
             return;
         }
         if qc.epoch != d.info.epoch || !matches_deal(&qc.commitment, &d.info) {
@@ -376,14 +376,14 @@ impl<O: MessageOrigin> Engine<O> {
         let elapsed = now.saturating_duration_since(d.seen);
         self.metrics.certificates.inc();
         self.metrics.dispute_to_certificate.observe(elapsed.as_secs_f64());
-        d.view.certificate_ms = Some(elapsed.as_millis() as u64);
-        d.view.certificate_non_signers = Some(qc.non_signers.clone());
-        d.view.certified_outcome = Some(qc.commitment.outcome);
+        d.record.certificate_ms = Some(elapsed.as_millis() as u64);
+        d.record.certificate_non_signers = Some(qc.non_signers.clone());
+        d.record.certified_outcome = Some(qc.commitment.outcome);
         // A node still fetching or replaying finishes its own replay and
         // signs (more signers, and a check of the certificate against its
         // own result); otherwise it now waits for settlement.
-        if matches!(d.view.phase, Phase::Signed | Phase::Observing) {
-            d.view.phase = Phase::Certified;
+        if matches!(d.phase, Phase::Signed | Phase::Observing) {
+            d.phase = Phase::Certified;
         }
         // The order is over the whole committee, not this node's certificate's
         // signers: nodes holding different certificates still agree on it.
@@ -426,7 +426,7 @@ impl<O: MessageOrigin> Engine<O> {
         info!(target: "pipeline", deal = %deal_id, before = ?qc.non_signers, after = ?best.non_signers, "certificate widened with later signers");
         self.actions.push_back(Action::PersistCertificate(Box::new(best.clone())));
         if let Some(d) = self.disputes.get_mut(deal_id) {
-            d.view.certificate_non_signers = Some(best.non_signers.clone());
+            d.record.certificate_non_signers = Some(best.non_signers.clone());
             d.submission.certificate = Some(best);
         }
     }
@@ -438,11 +438,9 @@ impl<O: MessageOrigin> Engine<O> {
         let republish = self.cfg.republish;
         let mut again = Vec::new();
         for d in self.disputes.values_mut() {
-            if !d.view.phase.is_final()
-                && now.saturating_duration_since(d.last_publish) >= republish
-            {
+            if !d.phase.is_final() && now.saturating_duration_since(d.last_publish) >= republish {
                 d.last_publish = now;
-                let unrevealed = d.view.commit_reveal.as_ref().is_some_and(|cr| !cr.revealed);
+                let unrevealed = d.reveal.reveal_window.is_some() && !d.reveal.revealed;
                 if unrevealed {
                     again.extend(d.reveal.own_commit.map(Gossip::Commit));
                 } else {

@@ -57,7 +57,7 @@ impl<O: MessageOrigin> Engine<O> {
         let ids: Vec<B256> = self
             .disputes
             .iter_mut()
-            .filter(|(_, d)| d.view.phase == Phase::Fetching)
+            .filter(|(_, d)| d.phase == Phase::Fetching)
             .map(|(id, d)| {
                 d.next_attempt = now;
                 *id
@@ -70,7 +70,7 @@ impl<O: MessageOrigin> Engine<O> {
 
     pub(crate) fn advance(&mut self, deal_id: B256, now: Instant) {
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
-        if d.view.phase != Phase::Fetching || d.gathering || now < d.next_attempt {
+        if d.phase != Phase::Fetching || d.gathering || now < d.next_attempt {
             return;
         }
         if !self.chain.committees.contains_key(&d.info.epoch) {
@@ -86,7 +86,7 @@ impl<O: MessageOrigin> Engine<O> {
         let retry = self.cfg.retry;
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
         d.gathering = false;
-        if d.view.phase != Phase::Fetching {
+        if d.phase != Phase::Fetching {
             return;
         }
         match gathered {
@@ -103,7 +103,7 @@ impl<O: MessageOrigin> Engine<O> {
                     self.push(Action::CheckAnchor(request, anchor));
                 }
                 None => {
-                    d.view.phase = Phase::Replaying;
+                    d.phase = Phase::Replaying;
                     self.push(Action::Replay(request));
                 }
             },
@@ -121,7 +121,7 @@ impl<O: MessageOrigin> Engine<O> {
         let retry = self.cfg.retry;
         let Some(d) = self.disputes.get_mut(&request.deal_id) else { return };
         d.gathering = false;
-        if d.view.phase != Phase::Fetching {
+        if d.phase != Phase::Fetching {
             return;
         }
         let status = match result {
@@ -133,11 +133,11 @@ impl<O: MessageOrigin> Engine<O> {
                 return;
             }
         };
-        d.view.anchor = Some(status.clone());
+        d.record.anchor = Some(status.clone());
         match status {
             AnchorStatus::Final => {
                 metrics::count(&self.metrics.anchors, "final");
-                d.view.phase = Phase::Replaying;
+                d.phase = Phase::Replaying;
                 self.push(Action::Replay(request));
             }
             AnchorStatus::NotFinal { finalized } => {
@@ -148,8 +148,8 @@ impl<O: MessageOrigin> Engine<O> {
             AnchorStatus::NotCanonical { reason, .. } => {
                 metrics::count(&self.metrics.anchors, "not_canonical");
                 warn!(target: "pipeline", deal = %request.deal_id, %reason, "anchor is not a canonical block: never signing; the deal will time out");
-                d.view.phase = Phase::AnchorRejected;
-                d.view.last_error = Some(reason);
+                d.phase = Phase::AnchorRejected;
+                d.record.last_error = Some(reason);
             }
         }
     }
@@ -162,7 +162,7 @@ impl<O: MessageOrigin> Engine<O> {
         now: Instant,
     ) {
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
-        if d.view.phase != Phase::Replaying {
+        if d.phase != Phase::Replaying {
             return;
         }
         let envelope = match result {
@@ -192,9 +192,9 @@ impl<O: MessageOrigin> Engine<O> {
         );
         let Some(domain) = self.identity.domains.get(&d.info.escrow) else { return };
         let digest = commitment.eip712_digest(domain);
-        d.view.commitment = Some(commitment);
-        d.view.digest = Some(digest);
-        d.view.last_error = None;
+        d.record.commitment = Some(commitment);
+        d.record.digest = Some(digest);
+        d.record.last_error = None;
         d.backoff = FIRST_BACKOFF;
         info!(target: "pipeline", deal = %deal_id, outcome = ?commitment.outcome, %digest, "replayed");
         if let Some(qc) = &d.submission.certificate {
@@ -212,8 +212,7 @@ impl<O: MessageOrigin> Engine<O> {
             }
             None => {
                 if let Some(d) = self.disputes.get_mut(&deal_id) {
-                    d.view.phase =
-                        if has_certificate { Phase::Certified } else { Phase::Observing };
+                    d.phase = if has_certificate { Phase::Certified } else { Phase::Observing };
                 }
             }
         }
@@ -232,21 +231,21 @@ impl<O: MessageOrigin> Engine<O> {
         info!(target: "pipeline", deal = %deal_id, signer = partial.signer_index, "signed");
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
         if d.own.is_none() {
-            d.view.own_signature = Some(Bytes::copy_from_slice(&partial.signature));
+            d.record.own_signature = Some(Bytes::copy_from_slice(&partial.signature));
             d.own = Some(partial.clone());
         } else if d.own.as_ref() != Some(&partial) {
             // Only fault injection produces a second signature.
             if !d.extra.contains(&partial) {
                 d.extra.push(partial.clone());
             }
-            let unrevealed = d.view.commit_reveal.as_ref().is_some_and(|cr| !cr.revealed);
+            let unrevealed = d.reveal.reveal_window.is_some() && !d.reveal.revealed;
             if d.reveal.reveal_window.is_some() && unrevealed {
                 // Revealed with the own partial.
                 return;
             }
         }
-        if d.view.phase == Phase::Replaying {
-            d.view.phase =
+        if d.phase == Phase::Replaying {
+            d.phase =
                 if d.submission.certificate.is_some() { Phase::Certified } else { Phase::Signed };
         }
         d.last_publish = now;
@@ -267,9 +266,7 @@ impl<O: MessageOrigin> Engine<O> {
                 }
                 None => {
                     error!(target: "pipeline", deal = %deal_id, "no signed commitment for the partial: revealing it at once");
-                    if let Some(cr) = d.view.commit_reveal.as_mut() {
-                        cr.revealed = true;
-                    }
+                    d.reveal.revealed = true;
                 }
             }
         }
@@ -306,7 +303,7 @@ impl<O: MessageOrigin> Engine<O> {
     pub fn forgeable(&self) -> Vec<(B256, u64, Vec<u32>)> {
         self.disputes
             .values()
-            .filter(|d| !d.view.phase.is_final())
+            .filter(|d| !d.phase.is_final())
             .filter_map(|d| {
                 let c = self.chain.committees.get(&d.info.epoch)?;
                 Some((d.info.deal_id, d.info.epoch, c.members().iter().map(|m| m.index).collect()))
@@ -320,8 +317,8 @@ impl<O: MessageOrigin> Engine<O> {
         self.metrics.protection_refusals.inc();
         error!(target: "pipeline", deal = %deal_id, error = %reason, "slashing protection refused to sign");
         if let Some(d) = self.disputes.get_mut(&deal_id) {
-            d.view.phase = Phase::Refused;
-            d.view.last_error = Some(reason);
+            d.phase = Phase::Refused;
+            d.record.last_error = Some(reason);
         }
     }
 
@@ -330,9 +327,7 @@ impl<O: MessageOrigin> Engine<O> {
         let due: Vec<B256> = self
             .disputes
             .iter()
-            .filter(|(_, d)| {
-                d.view.phase == Phase::Fetching && !d.gathering && now >= d.next_attempt
-            })
+            .filter(|(_, d)| d.phase == Phase::Fetching && !d.gathering && now >= d.next_attempt)
             .map(|(id, _)| *id)
             .collect();
         for id in due {

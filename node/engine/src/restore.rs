@@ -55,7 +55,7 @@ impl<O: MessageOrigin> Engine<O> {
         if let Some(qc) = certificate {
             self.restore_certificate(&mut d, qc, &domain, now);
         }
-        let phase = d.view.phase;
+        let phase = d.phase;
         // With commit-reveal the own partial is queued when it is revealed
         // (queued now, it would open the reveal phase at once).
         let unrevealed_own = d.reveal.reveal_window.is_some().then_some(me).flatten();
@@ -84,10 +84,10 @@ impl<O: MessageOrigin> Engine<O> {
     /// The own stored partial of a restored dispute: signed; re-gossiped,
     /// or (commit-reveal) signed again for its commitment.
     fn restore_own(&mut self, d: &mut Dispute, p: &SignedVerdict, domain: &VerdictDomain) {
-        d.view.commitment = Some(p.commitment);
-        d.view.digest = Some(p.commitment.eip712_digest(domain));
-        d.view.own_signature = Some(Bytes::copy_from_slice(&p.signature));
-        d.view.phase = Phase::Signed;
+        d.record.commitment = Some(p.commitment);
+        d.record.digest = Some(p.commitment.eip712_digest(domain));
+        d.record.own_signature = Some(Bytes::copy_from_slice(&p.signature));
+        d.phase = Phase::Signed;
         d.own = Some(p.clone());
         if d.reveal.reveal_window.is_some() {
             // Signed again (the same commitment: protection allows
@@ -120,10 +120,10 @@ impl<O: MessageOrigin> Engine<O> {
             && matches_deal(&qc.commitment, &d.info)
             && self.chain.committees.get(&qc.epoch).is_some_and(|c| qc.verify(c, domain).is_ok());
         if valid {
-            d.view.phase = Phase::Certified;
+            d.phase = Phase::Certified;
             d.submission.submit_at = Some(now);
-            d.view.certificate_non_signers = Some(qc.non_signers.clone());
-            d.view.certified_outcome = Some(qc.commitment.outcome);
+            d.record.certificate_non_signers = Some(qc.non_signers.clone());
+            d.record.certified_outcome = Some(qc.commitment.outcome);
             d.submission.certificate = Some(qc);
         } else {
             warn!(target: "node", deal = %d.info.deal_id, "stored certificate does not verify against the committee: dropped");

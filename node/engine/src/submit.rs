@@ -38,18 +38,18 @@ impl<O: MessageOrigin> Engine<O> {
 
     pub(crate) fn settle(&mut self, deal_id: B256, tx: Option<B256>, now: Instant) {
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
-        if d.view.phase == Phase::Settled {
-            if tx.is_some() && d.view.settled_by.is_none() {
-                d.view.settled_by = tx;
+        if d.phase == Phase::Settled {
+            if tx.is_some() && d.record.settled_by.is_none() {
+                d.record.settled_by = tx;
             }
             return;
         }
         d.finish(Phase::Settled, now);
         if tx.is_some() {
-            d.view.settled_by = tx;
+            d.record.settled_by = tx;
         }
         let elapsed = now.saturating_duration_since(d.seen);
-        d.view.settlement_ms = Some(elapsed.as_millis() as u64);
+        d.record.settlement_ms = Some(elapsed.as_millis() as u64);
         self.metrics.dispute_to_settlement.observe(elapsed.as_secs_f64());
         let info = Box::new(d.info.clone());
         self.push(Action::PersistDispute(info, DisputeStatus::Settled));
@@ -66,8 +66,8 @@ impl<O: MessageOrigin> Engine<O> {
             SubmitResult::Sent { tx, gas } => {
                 metrics::count(metrics, "sent");
                 info!(target: "submitter", deal = %deal_id, %tx, gas, "resolve sent");
-                d.view.resolve_tx = Some(tx);
-                d.view.resolve_gas = Some(gas);
+                d.record.resolve_tx = Some(tx);
+                d.record.resolve_gas = Some(gas);
                 d.submission.submit_at = None;
             }
             SubmitResult::AlreadyResolved => {
@@ -82,11 +82,11 @@ impl<O: MessageOrigin> Engine<O> {
                 if let Some(qc) = d.submission.certificate.take() {
                     d.submission.rejected.insert(certificate_id(&qc));
                 }
-                d.view.certificate_non_signers = None;
-                d.view.certified_outcome = None;
-                d.view.last_error = Some(reason);
-                if d.view.phase == Phase::Certified {
-                    d.view.phase = if d.own.is_some() { Phase::Signed } else { Phase::Observing };
+                d.record.certificate_non_signers = None;
+                d.record.certified_outcome = None;
+                d.record.last_error = Some(reason);
+                if d.phase == Phase::Certified {
+                    d.phase = if d.own.is_some() { Phase::Signed } else { Phase::Observing };
                 }
             }
             SubmitResult::Failed(e) => {
