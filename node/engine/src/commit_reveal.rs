@@ -25,7 +25,7 @@ impl<O: MessageOrigin> Engine<O> {
         // keeps its partial hidden until its own digest is public, its
         // commit phase closed, or its window passed.
         let own_digest_revealed =
-            d.record.digest.is_some_and(|digest| d.reveal.first_reveal.contains_key(&digest));
+            d.digest.is_some_and(|digest| d.reveal.first_reveal.contains_key(&digest));
         let why = if own_digest_revealed {
             "a reveal of its digest was seen"
         } else if self.committed_stake_met(d) {
@@ -54,7 +54,7 @@ impl<O: MessageOrigin> Engine<O> {
     /// node's digest (before its first reveal) hold the threshold stake.
     pub(crate) fn committed_stake_met(&self, d: &Dispute) -> bool {
         let Some(committee) = self.chain.committees.get(&d.info.epoch) else { return false };
-        let revealed = d.record.digest.and_then(|digest| d.reveal.first_reveal.get(&digest));
+        let revealed = d.digest.and_then(|digest| d.reveal.first_reveal.get(&digest));
         let stake = d
             .reveal
             .commits

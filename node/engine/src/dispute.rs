@@ -163,9 +163,11 @@ pub(crate) struct Dispute {
     pub(crate) info: DisputeAnnouncement,
     /// Where the dispute is.
     pub(crate) phase: Phase,
+    /// The EIP-712 digest of this node's replayed commitment.
+    pub(crate) digest: Option<B256>,
     /// What the API shows besides the state ([`Dispute::view`] adds the
-    /// phase and the commit-reveal flags from the state; the record's own
-    /// copies of those are not kept).
+    /// phase, the digest and the commit-reveal flags from the state; the
+    /// record's own copies of those are not kept).
     pub(crate) record: DisputeView,
     pub(crate) seen: Instant,
     pub(crate) next_attempt: Instant,
@@ -232,6 +234,7 @@ impl Dispute {
     pub(crate) fn new(info: DisputeAnnouncement, now: Instant) -> Self {
         Self {
             phase: Phase::Fetching,
+            digest: None,
             record: DisputeView {
                 deal_id: info.deal_id,
                 phase: Phase::Fetching,
@@ -266,11 +269,12 @@ impl Dispute {
         }
     }
 
-    /// The API view: the record with the phase and the commit-reveal flags
-    /// of the state.
+    /// The API view: the record with the phase, the digest and the
+    /// commit-reveal flags of the state.
     pub(crate) fn view(&self) -> DisputeView {
         let mut view = self.record.clone();
         view.phase = self.phase;
+        view.digest = self.digest;
         if let Some(cr) = view.commit_reveal.as_mut() {
             cr.revealed = self.reveal.revealed;
             cr.fallback = self.reveal.fallback;

@@ -193,7 +193,7 @@ impl<O: MessageOrigin> Engine<O> {
         let Some(domain) = self.identity.domains.get(&d.info.escrow) else { return };
         let digest = commitment.eip712_digest(domain);
         d.record.commitment = Some(commitment);
-        d.record.digest = Some(digest);
+        d.digest = Some(digest);
         d.record.last_error = None;
         d.backoff = FIRST_BACKOFF;
         info!(target: "pipeline", deal = %deal_id, outcome = ?commitment.outcome, %digest, "replayed");

@@ -85,7 +85,7 @@ impl<O: MessageOrigin> Engine<O> {
     /// or (commit-reveal) signed again for its commitment.
     fn restore_own(&mut self, d: &mut Dispute, p: &SignedVerdict, domain: &VerdictDomain) {
         d.record.commitment = Some(p.commitment);
-        d.record.digest = Some(p.commitment.eip712_digest(domain));
+        d.digest = Some(p.commitment.eip712_digest(domain));
         d.record.own_signature = Some(Bytes::copy_from_slice(&p.signature));
         d.phase = Phase::Signed;
         d.own = Some(p.clone());
