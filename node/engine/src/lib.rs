@@ -49,6 +49,7 @@ pub use action::{
 pub use dispute::{matches_deal, CommitReveal, DisputeStatus, DisputeView, Phase};
 pub use metrics::EngineMetrics;
 pub use replay::gather;
+pub use resolvd_proto::wire::{Gossip, Topic};
 pub use submit::{submit_rank, CERTIFICATE_GOSSIPERS};
 
 use bounded::{BoundedBuffer, Quota, Recent};
@@ -56,7 +57,6 @@ use committees::ChainView;
 use dispute::{same_dispute, Dispute};
 use intake::Intake;
 use partials::{certificate_id, PartialKey, PendingCommit, VerifyQueue};
-pub use resolvd_proto::wire::{Gossip, Topic};
 use slasher::Slasher;
 
 use alloy_primitives::{Address, B256};

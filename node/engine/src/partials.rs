@@ -1,5 +1,6 @@
 //! Partials and certificates: the verification queue and its batches,
-//! certificates built or gossiped, and widening before submission.
+//! certificates built or gossiped, widening before submission, and the
+//! re-gossip of own partials, commitments and certificates.
 
 use super::*;
 use alloy_primitives::{keccak256, B256};
