@@ -298,6 +298,12 @@ impl<O: MessageOrigin> Engine<O> {
         self.disputes.get(deal_id).map(Dispute::view)
     }
 
+    /// Open disputes in memory (not settled or expired), without building
+    /// their views.
+    pub fn in_flight(&self) -> usize {
+        self.disputes.values().filter(|d| !d.phase.is_final()).count()
+    }
+
     /// Disputes held in memory (open and recently finished).
     pub fn len(&self) -> usize {
         self.disputes.len()

@@ -1870,3 +1870,16 @@ fn on_tick_drops_expired_early_partials_then_expired_early_commitments() {
     assert_eq!(kinds(&rig.drain()), ["verdict-report", "commit-report"]);
     assert_eq!(rig.engine.buffered_partials(), 0);
 }
+
+/// `in_flight` counts what the views show open, without building them.
+#[test]
+fn in_flight_counts_the_open_disputes_the_views_show() {
+    let mut rig = Rig::new(Some(0));
+    let (a, b) = (announcement(1), announcement(2));
+    rig.confirm(&a);
+    rig.confirm(&b);
+    assert_eq!(rig.engine.in_flight(), 2);
+    rig.engine.on_settled_log(a.deal_id, None, rig.now);
+    let open = rig.engine.views().filter(|v| !v.phase.is_final()).count();
+    assert_eq!((rig.engine.in_flight(), open, rig.engine.len()), (1, 1, 2));
+}
