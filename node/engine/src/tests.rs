@@ -3,9 +3,15 @@
 //! inspects the actions it queues (lighthouse's sync `TestRig` style).
 
 use super::*;
-use alloy_primitives::{Address, U256};
-use resolvd_consensus::{Member, SecretKey, Signature};
-use resolvd_proto::{Canonical, ReplayRecordV1};
+use alloy_primitives::{keccak256, Address, Bytes, U256};
+use resolvd_consensus::{
+    Attestation, BuilderEvent, Committee, Member, QuorumCertificate, SecretKey, Signature,
+};
+use resolvd_proto::{
+    wire::{DisputeAnnouncement, SignedVerdict},
+    Canonical, ReexecRequestV1, ReexecVerdict, ReplayRecordV1, VerdictCommitment,
+    VerdictEnvelopeV1,
+};
 
 const EPOCH: u64 = 3;
 
@@ -1722,4 +1728,158 @@ fn a_second_signature_is_revealed_with_the_own_partial_not_before() {
     rig.later(WINDOW);
     rig.engine.on_tick(rig.now);
     assert_eq!(published_verdicts(&rig.drain()), vec![0, 0]);
+}
+
+// ---------------------------------------------------------------- on_tick order
+//
+// `Engine::on_tick` runs its jobs in a fixed order; these tests pin the
+// orderings that are observable as behaviour.
+
+fn kind(x: &Action) -> &'static str {
+    match x {
+        Action::Gather(_) => "gather",
+        Action::PersistDispute(_, DisputeStatus::Expired) => "expire",
+        Action::PersistCertificate(_) => "certificate",
+        Action::Submit { .. } => "submit",
+        Action::Prune(_) => "prune",
+        Action::Publish(Gossip::Commit(_)) => "commit",
+        Action::Publish(Gossip::Verdict(_)) => "verdict",
+        Action::Report { topic: Topic::Verdicts, .. } => "verdict-report",
+        Action::Report { topic: Topic::Commits, .. } => "commit-report",
+        _ => "other",
+    }
+}
+
+fn kinds(actions: &[Action]) -> Vec<&'static str> {
+    actions.iter().map(kind).filter(|k| *k != "other").collect()
+}
+
+/// Expiry runs before submission: a certificate due when its deal expires
+/// is never sent.
+#[test]
+fn on_tick_expires_before_it_submits_so_an_expired_certificate_is_never_sent() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(1);
+    rig.confirm(&a);
+    let qc = certificate(&a, &[0, 1, 2]);
+    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
+    rig.drain();
+    rig.later(Duration::from_secs(60));
+    rig.engine.on_head(200, a.resolve_deadline + EXPIRY_GRACE_SECS + 1);
+    rig.engine.on_tick(rig.now);
+    let actions = rig.drain();
+    assert_eq!(kinds(&actions), ["expire"], "{actions:?}");
+    assert_eq!(rig.phase(&a), Phase::Expired);
+}
+
+/// Fetch retries run before expiry: a retry due in the tick that expires
+/// the deal is still asked for, then the deal is persisted expired.
+#[test]
+fn on_tick_retries_a_due_fetch_before_it_expires_the_deal() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(1);
+    rig.confirm(&a);
+    rig.engine.on_gathered(a.deal_id, Gathered::Missing(vec![(a.spec_hash, "spec")]), rig.now);
+    rig.drain();
+    rig.later(EngineConfig::default().retry);
+    rig.engine.on_head(200, a.resolve_deadline + EXPIRY_GRACE_SECS + 1);
+    rig.engine.on_tick(rig.now);
+    assert_eq!(kinds(&rig.drain()), ["gather", "expire"]);
+}
+
+/// Expiry runs before eviction: with no retention, a deal expired in a tick
+/// is persisted expired and then pruned in that same tick.
+#[test]
+fn on_tick_expires_before_it_evicts_so_an_expired_deal_is_persisted_then_pruned() {
+    let cfg = EngineConfig { retain_settled: Duration::ZERO, ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    let a = announcement(1);
+    rig.confirm(&a);
+    rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+    rig.drain();
+    rig.engine.on_head(200, a.resolve_deadline + EXPIRY_GRACE_SECS + 1);
+    rig.engine.on_tick(rig.now);
+    assert_eq!(kinds(&rig.drain()), ["expire", "prune"]);
+    assert!(rig.engine.view(&a.deal_id).is_none());
+    assert_eq!(rig.engine.finished_len(), 1);
+}
+
+/// The reveal timer runs before republishing: the tick in which the commit
+/// window passes and a republish is due gossips the partial (the reveal),
+/// never the commitment again.
+#[test]
+fn on_tick_reveals_before_it_republishes_so_the_commitment_is_not_sent_again() {
+    let cfg = EngineConfig { republish: WINDOW, ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    rig.engine.set_commit_reveal(Some(WINDOW));
+    let a = announcement(2);
+    rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    rig.later(WINDOW);
+    rig.engine.on_tick(rig.now);
+    assert_eq!(kinds(&rig.drain()), ["verdict"]);
+    assert!(commit_view(&rig, &a).revealed);
+}
+
+/// The reveal fallback runs before submission: a certificate the fallback
+/// completes is sent in the same tick by the deal's first submitter.
+#[test]
+fn on_tick_runs_the_reveal_fallback_before_submission_so_its_certificate_is_sent_at_once() {
+    let members = [0u32, 1, 2, 3];
+    let deal = (1..=u8::MAX)
+        .find(|d| submit_rank(&B256::repeat_byte(*d), &members, 0) == 0)
+        .expect("some deal has member 0 first");
+    let mut rig = commit_rig(0);
+    let a = announcement(deal);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    rig.later(WINDOW);
+    rig.engine.on_tick(rig.now);
+    assert_eq!(published_verdicts(&rig.drain()), vec![0]);
+    rig.batch();
+    // Signers 1 and 2 reveal at the same instant, their commitments lost.
+    for s in [1, 2] {
+        rig.gossip_partial(partial(s, EPOCH, own.commitment), origin(s as u8));
+    }
+    assert!(certificate_of(&rig.batch()).is_none());
+    rig.later(WINDOW * REVEAL_FALLBACK_WINDOWS);
+    rig.engine.on_tick(rig.now);
+    let actions = rig.drain();
+    let k = kinds(&actions);
+    let cert = k.iter().position(|x| *x == "certificate").expect("the fallback certifies");
+    let submit = k.iter().position(|x| *x == "submit").expect("submitted in the same tick");
+    assert!(cert < submit, "{k:?}");
+    assert!(commit_view(&rig, &a).fallback);
+}
+
+/// Early partials expire before early commitments (their reports come in
+/// that order), both after `buffer_ttl`.
+#[test]
+fn on_tick_drops_expired_early_partials_then_expired_early_commitments() {
+    let mut rig = commit_rig(0);
+    let a = announcement(30);
+    let p = partial(1, EPOCH, commitment(&a, ReexecVerdict::Reproduced));
+    rig.engine.on_gossip(origin(1), Gossip::Commit(signed_commit(&p)), rig.now);
+    rig.gossip_partial(p, origin(2));
+    assert!(reports(&rig.drain()).is_empty(), "both held");
+    rig.later(EngineConfig::default().buffer_ttl - Duration::from_millis(1));
+    rig.engine.on_tick(rig.now);
+    assert!(reports(&rig.drain()).is_empty(), "held until buffer_ttl");
+    rig.later(Duration::from_millis(1));
+    rig.engine.on_tick(rig.now);
+    assert_eq!(kinds(&rig.drain()), ["verdict-report", "commit-report"]);
+    assert_eq!(rig.engine.buffered_partials(), 0);
+}
+
+/// `in_flight` counts what the views show open, without building them.
+#[test]
+fn in_flight_counts_the_open_disputes_the_views_show() {
+    let mut rig = Rig::new(Some(0));
+    let (a, b) = (announcement(1), announcement(2));
+    rig.confirm(&a);
+    rig.confirm(&b);
+    assert_eq!(rig.engine.in_flight(), 2);
+    rig.engine.on_settled_log(a.deal_id, None, rig.now);
+    let open = rig.engine.views().filter(|v| !v.phase.is_final()).count();
+    assert_eq!((rig.engine.in_flight(), open, rig.engine.len()), (1, 1, 2));
 }

@@ -1,0 +1,418 @@
+//! Intake: gossip dispatch, announcements and their confirmation, disputes
+//! seen on chain, reorgs, and the early buffers (partials and commitments of
+//! disputes not started here yet).
+
+use super::*;
+use alloy_primitives::B256;
+use resolvd_proto::wire::{DisputeAnnouncement, PartialCommit, SignedVerdict};
+use std::time::{Duration, Instant};
+use tracing::{debug, info, warn};
+
+/// Announcements being confirmed, and the early buffers.
+pub(crate) struct Intake<O: MessageOrigin> {
+    /// Partials for disputes not confirmed here yet (or whose committee is loading).
+    pub(crate) buffered: BoundedBuffer<Buffered<O>>,
+    /// Commitments for disputes not started here yet (bounded like `buffered`).
+    pub(crate) early_commits: BoundedBuffer<EarlyCommit<O>>,
+    /// Early-buffer entries (partials and commitments) held per peer.
+    pub(crate) early_quota: Quota<O::Peer>,
+    /// Gossip announcements waiting for their confirmation.
+    pub(crate) confirming: HashMap<B256, Vec<O>>,
+    /// Chain-seen disputes being confirmed.
+    pub(crate) chain_confirming: HashSet<B256>,
+    /// Announcements the chain refuted, and how.
+    pub(crate) refuted: HashMap<B256, Confirmation>,
+}
+
+impl<O: MessageOrigin> Default for Intake<O> {
+    fn default() -> Self {
+        Self {
+            buffered: BoundedBuffer::default(),
+            early_commits: BoundedBuffer::default(),
+            early_quota: Quota::default(),
+            confirming: HashMap::new(),
+            chain_confirming: HashSet::new(),
+            refuted: HashMap::new(),
+        }
+    }
+}
+
+pub(crate) struct Buffered<O> {
+    pub(crate) partial: SignedVerdict,
+    pub(crate) origin: Option<O>,
+    pub(crate) arrived: Instant,
+    pub(crate) until: Instant,
+}
+
+/// A commitment held before its dispute is confirmed here.
+pub(crate) struct EarlyCommit<O> {
+    pub(crate) commit: PartialCommit,
+    pub(crate) origin: Option<O>,
+    pub(crate) arrived: Instant,
+    pub(crate) until: Instant,
+}
+
+impl<O: MessageOrigin> Engine<O> {
+    /// A decoded gossip message.
+    pub fn on_gossip(&mut self, origin: O, gossip: Gossip, now: Instant) {
+        match gossip {
+            Gossip::Dispute(a) => self.on_announcement(a, origin),
+            Gossip::Verdict(p) => self.queue_partial(p, Some(origin), now, now),
+            Gossip::Commit(c) => {
+                let acceptance = self.on_commit(c, Some(origin.clone()), now, now);
+                if let Some(acceptance) = acceptance {
+                    self.report(origin, Topic::Commits, acceptance);
+                }
+            }
+            Gossip::Certificate(c) => {
+                let acceptance = self.on_gossiped_certificate(&c, &origin, now);
+                self.report(origin, Topic::Certificates, acceptance);
+            }
+            Gossip::Evidence(e) => {
+                if let Some(acceptance) = self.on_gossiped_evidence(*e, &origin, now) {
+                    self.report(origin, Topic::Evidence, acceptance);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn on_announcement(&mut self, a: DisputeAnnouncement, origin: O) {
+        if a.chain_id != self.identity.chain_id || !self.identity.domains.contains_key(&a.escrow) {
+            self.report(origin, Topic::Disputes, Validation::Ignore);
+            return;
+        }
+        if let Some(d) = self.disputes.get(&a.deal_id) {
+            let acceptance = if same_dispute(&d.info, &a) {
+                Validation::Ignore
+            } else {
+                warn!(target: "p2p", peer = %origin.peer(), deal = %a.deal_id, "announcement contradicts the confirmed dispute");
+                Validation::Reject
+            };
+            self.report(origin, Topic::Disputes, acceptance);
+            return;
+        }
+        if self.finished.contains(&a.deal_id) {
+            self.report(origin, Topic::Disputes, Validation::Ignore);
+            return;
+        }
+        match self.intake.refuted.get(&a.deal_id) {
+            Some(Confirmation::NoSuchDeal) => {
+                self.report(origin, Topic::Disputes, Validation::Reject);
+                return;
+            }
+            Some(_) => {
+                self.report(origin, Topic::Disputes, Validation::Ignore);
+                return;
+            }
+            None => {}
+        }
+        if let Some(waiting) = self.intake.confirming.get_mut(&a.deal_id) {
+            if waiting.len() < MAX_WAITING_ORIGINS {
+                waiting.push(origin);
+            } else {
+                self.report(origin, Topic::Disputes, Validation::Ignore);
+            }
+            return;
+        }
+        if self.intake.confirming.len() >= self.cfg.max_confirming {
+            // The watcher finds every real dispute anyway: gossip only makes
+            // it faster, so under load it is not worth an RPC call.
+            self.metrics.dropped_announcements.inc();
+            self.report(origin, Topic::Disputes, Validation::Ignore);
+            return;
+        }
+        self.intake.confirming.insert(a.deal_id, vec![origin]);
+        self.push(Action::Confirm {
+            announcement: Box::new(a),
+            source: ConfirmSource::Gossip,
+            delay: Duration::ZERO,
+        });
+    }
+
+    /// The node's own RPC answered a confirmation.
+    pub fn on_confirmed(
+        &mut self,
+        a: DisputeAnnouncement,
+        source: ConfirmSource,
+        result: Result<Confirmation, String>,
+        now: Instant,
+    ) {
+        let deal_id = a.deal_id;
+        if source == ConfirmSource::Chain {
+            self.intake.chain_confirming.remove(&deal_id);
+        }
+        // Gossip copies waiting for a verdict: answered by a chain
+        // confirmation too, or by their own.
+        let waiting = if source != ConfirmSource::Gossip && result != Ok(Confirmation::Disputed) {
+            Vec::new()
+        } else {
+            self.intake.confirming.remove(&deal_id).unwrap_or_default()
+        };
+        let acceptance = match result {
+            Ok(Confirmation::Disputed) => {
+                self.intake.refuted.remove(&deal_id);
+                self.start_dispute(a, now);
+                Validation::Accept
+            }
+            Ok(_) if source == ConfirmSource::Reorg => {
+                info!(target: "chain", deal = %deal_id, "a reorged-out dispute is not disputed now: dropped");
+                Validation::Ignore
+            }
+            Ok(_) if source == ConfirmSource::Chain => {
+                // Seen disputed in a confirmed log but no longer disputed:
+                // settled while this node was away. Recorded, never worked on.
+                if let Some(d) = self.disputes.get(&deal_id) {
+                    if !d.phase.is_final() {
+                        self.settle(deal_id, None, now);
+                    }
+                } else {
+                    info!(target: "chain", deal = %deal_id, "dispute already settled: nothing to do");
+                    self.push(Action::PersistDispute(Box::new(a.clone()), DisputeStatus::Settled));
+                    // Shown (settled) until evicted like any finished dispute.
+                    let mut d = Dispute::new(a, now);
+                    d.finish(Phase::Settled, now);
+                    self.disputes.insert(deal_id, d);
+                    self.drop_buffered(&deal_id);
+                }
+                Validation::Accept
+            }
+            Ok(c) => {
+                debug!(target: "chain", deal = %deal_id, ?c, "announcement not confirmed by own RPC");
+                if self.intake.refuted.len() >= 16_384 {
+                    self.intake.refuted.clear();
+                }
+                self.intake.refuted.insert(deal_id, c);
+                if c == Confirmation::NoSuchDeal {
+                    self.drop_buffered(&deal_id);
+                    Validation::Reject
+                } else {
+                    Validation::Ignore
+                }
+            }
+            Err(e) => {
+                warn!(target: "chain", deal = %deal_id, error = %e, "cannot check the dispute; retrying");
+                if source != ConfirmSource::Gossip {
+                    // Not dropped: a chain event is re-checked until the RPC answers.
+                    if source == ConfirmSource::Chain {
+                        self.intake.chain_confirming.insert(deal_id);
+                    }
+                    self.push(Action::Confirm {
+                        announcement: Box::new(a),
+                        source,
+                        delay: self.cfg.retry,
+                    });
+                }
+                Validation::Ignore
+            }
+        };
+        for origin in waiting {
+            self.report(origin, Topic::Disputes, acceptance);
+        }
+    }
+
+    pub(crate) fn start_dispute(&mut self, info: DisputeAnnouncement, now: Instant) {
+        if self.disputes.contains_key(&info.deal_id) || self.finished.contains(&info.deal_id) {
+            return;
+        }
+        let deal_id = info.deal_id;
+        info!(target: "node", deal = %deal_id, epoch = info.epoch, deadline = info.resolve_deadline, "dispute confirmed");
+        self.push(Action::PersistDispute(Box::new(info.clone()), DisputeStatus::Active));
+        // The epoch comes from the chain, at a confirmed block: it exists.
+        if info.epoch > self.chain.current_epoch {
+            self.chain.current_epoch = info.epoch;
+        }
+        self.load_committee(info.epoch);
+        self.push(Action::Publish(Gossip::Dispute(info.clone())));
+        self.disputes.insert(deal_id, Dispute::new(info, now).with_reveal(self.commit_reveal));
+        self.release_early_commits(&deal_id, now);
+        self.release_buffered(&deal_id, now);
+        self.advance(deal_id, now);
+    }
+
+    /// Holds a commitment until its dispute starts or its committee is
+    /// loaded, within the early buffers' total and per-peer bounds. `None`:
+    /// held (reported when released or dropped).
+    pub(crate) fn hold_early_commit(
+        &mut self,
+        c: PartialCommit,
+        origin: Option<O>,
+        arrived: Instant,
+        now: Instant,
+    ) -> Option<Validation> {
+        if self.intake.early_commits.len() >= self.cfg.max_buffered_partials {
+            self.metrics.dropped_partials.inc();
+            return Some(Validation::Ignore);
+        }
+        if let Some(o) = &origin {
+            if !self.intake.early_quota.take(o.peer(), MAX_EARLY_PER_PEER) {
+                metrics::count(&self.metrics.gossip_bounded, "early_quota");
+                return Some(Validation::Ignore);
+            }
+        }
+        let until = now + self.cfg.buffer_ttl;
+        self.intake
+            .early_commits
+            .push(c.deal_id, EarlyCommit { commit: c, origin, arrived, until });
+        None
+    }
+
+    pub(crate) fn release_early_commits(&mut self, deal_id: &B256, now: Instant) {
+        for e in self.intake.early_commits.take(deal_id) {
+            if let Some(o) = &e.origin {
+                self.intake.early_quota.give(o.peer());
+            }
+            let acceptance = self.on_commit(e.commit, e.origin.clone(), e.arrived, now);
+            if let (Some(origin), Some(acceptance)) = (e.origin, acceptance) {
+                self.report(origin, Topic::Commits, acceptance);
+            }
+        }
+    }
+
+    pub(crate) fn drop_buffered(&mut self, deal_id: &B256) {
+        for b in self.intake.buffered.take(deal_id) {
+            if let Some(origin) = b.origin {
+                self.intake.early_quota.give(origin.peer());
+                self.report(origin, Topic::Verdicts, Validation::Ignore);
+            }
+        }
+        for e in self.intake.early_commits.take(deal_id) {
+            if let Some(origin) = e.origin {
+                self.intake.early_quota.give(origin.peer());
+                self.report(origin, Topic::Commits, Validation::Ignore);
+            }
+        }
+    }
+
+    pub(crate) fn release_buffered(&mut self, deal_id: &B256, now: Instant) {
+        for b in self.intake.buffered.take(deal_id) {
+            if let Some(o) = &b.origin {
+                self.intake.early_quota.give(o.peer());
+            }
+            self.queue_partial(b.partial, b.origin, b.arrived, now);
+        }
+    }
+
+    pub(crate) fn buffer(
+        &mut self,
+        p: SignedVerdict,
+        origin: Option<O>,
+        arrived: Instant,
+        now: Instant,
+    ) {
+        if self.intake.buffered.len() >= self.cfg.max_buffered_partials {
+            self.metrics.dropped_partials.inc();
+            if let Some(origin) = origin {
+                self.report(origin, Topic::Verdicts, Validation::Ignore);
+            }
+            return;
+        }
+        if let Some(o) = &origin {
+            if !self.intake.early_quota.take(o.peer(), MAX_EARLY_PER_PEER) {
+                metrics::count(&self.metrics.gossip_bounded, "early_quota");
+                if let Some(origin) = origin {
+                    self.report(origin, Topic::Verdicts, Validation::Ignore);
+                }
+                return;
+            }
+        }
+        self.intake.buffered.push(
+            p.commitment.deal_id,
+            Buffered { partial: p, origin, arrived, until: now + self.cfg.buffer_ttl },
+        );
+    }
+
+    /// The watcher found blocks from `from` on reorged out, with the logs it
+    /// had handled there: `Disputed` logs of `disputed`, `Settled` logs of
+    /// `settled`. A dispute not signed yet whose `Disputed` log was there (by
+    /// the watcher's record, or by its announced block, for disputes learnt
+    /// through gossip) is
+    /// dropped (with its stored records) and confirmed again on chain: if the
+    /// challenge is still (or again) there it is handled afresh, once. One
+    /// already signed is kept: slashing protection holds whatever happens. A
+    /// settlement that vanished re-opens submission of the held certificate.
+    pub fn on_reorg(&mut self, from: u64, disputed: &[B256], settled: &[B256], now: Instant) {
+        let mut affected: Vec<B256> = disputed.to_vec();
+        affected.extend(
+            self.disputes
+                .values()
+                .filter(|d| d.info.block_number >= from && !affected.contains(&d.info.deal_id))
+                .map(|d| d.info.deal_id)
+                .collect::<Vec<_>>(),
+        );
+        for id in &affected {
+            let Some(d) = self.disputes.get(id) else { continue };
+            if d.own.is_some() || d.phase.is_final() {
+                warn!(target: "chain", deal = %id, "Disputed log reorged out after this node signed: kept");
+                continue;
+            }
+            warn!(target: "chain", deal = %id, "Disputed log reorged out before any signature: dropped, re-confirming");
+            let info = d.info.clone();
+            self.forget(id);
+            self.push(Action::Prune(*id));
+            // Not in `chain_confirming`: a new Disputed log (a re-challenge)
+            // meanwhile gets its own confirmation.
+            self.push(Action::Confirm {
+                announcement: Box::new(info),
+                source: ConfirmSource::Reorg,
+                delay: Duration::ZERO,
+            });
+        }
+        for id in settled {
+            let Some(d) = self.disputes.get_mut(id) else { continue };
+            if d.phase != Phase::Settled {
+                continue;
+            }
+            warn!(target: "chain", deal = %id, "Settled log reorged out: the dispute is open again");
+            d.finished_at = None;
+            d.record.settled_by = None;
+            d.phase = if d.submission.certificate.is_some() {
+                d.submission.submit_at = Some(now);
+                d.submission.submitting = false;
+                Phase::Certified
+            } else if d.own.is_some() {
+                Phase::Signed
+            } else {
+                Phase::Observing
+            };
+        }
+    }
+
+    /// A `Disputed` log at a confirmed block.
+    pub fn on_disputed_log(&mut self, a: DisputeAnnouncement) {
+        // A gossip confirmation in flight does not stop this one: it may have
+        // been asked at a block before the dispute.
+        if self.disputes.contains_key(&a.deal_id)
+            || self.finished.contains(&a.deal_id)
+            || !self.intake.chain_confirming.insert(a.deal_id)
+        {
+            return;
+        }
+        // Recorded before the cursor moves past this log, so a crash before
+        // the check cannot lose it (restore re-checks).
+        self.push(Action::PersistDispute(Box::new(a.clone()), DisputeStatus::Active));
+        // A node catching up may see the dispute after it was settled: check
+        // the current state before doing any work.
+        self.push(Action::Confirm {
+            announcement: Box::new(a),
+            source: ConfirmSource::Chain,
+            delay: Duration::ZERO,
+        });
+    }
+
+    /// Drops the early-buffer entries (partials, then commitments) whose
+    /// dispute did not show up within `buffer_ttl`.
+    pub(crate) fn expire_early(&mut self, now: Instant) {
+        for b in self.intake.buffered.drain_expired(|b| now >= b.until) {
+            if let Some(origin) = b.origin {
+                self.intake.early_quota.give(origin.peer());
+                self.report(origin, Topic::Verdicts, Validation::Ignore);
+            }
+        }
+        for e in self.intake.early_commits.drain_expired(|e| now >= e.until) {
+            if let Some(origin) = e.origin {
+                self.intake.early_quota.give(origin.peer());
+                self.report(origin, Topic::Commits, Validation::Ignore);
+            }
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Submission: the submitter order, settlement, and `resolve` results.
+
+use super::*;
+use alloy_primitives::{keccak256, B256};
+use std::time::Instant;
+use tracing::{error, info, warn};
+
+/// Nodes that gossip a certificate they built as soon as it forms: the first
+/// ones of the deal's submitter order ([`submit_rank`]). Every node aggregates
+/// the partials it sees and most finish at about the same moment; if all
+/// gossiped, each would receive ~N certificates per dispute. The others
+/// gossip theirs when their submit slot comes (the ones before them did
+/// not settle the deal) unless a verified certificate reached them from a
+/// peer; a certificate received is forwarded by gossipsub, never published
+/// again.
+pub const CERTIFICATE_GOSSIPERS: usize = 2;
+
+/// The deterministic submitter order of `deal_id`: `members` sorted by
+/// `keccak256(dealId ‖ index)`. Returns `me`'s rank (`members.len()` if absent).
+/// Every node computes the same order from the committee alone, and the first
+/// submitter rotates from deal to deal.
+pub fn submit_rank(deal_id: &B256, members: &[u32], me: u32) -> usize {
+    let key = |i: &u32| {
+        let mut pre = deal_id.to_vec();
+        pre.extend_from_slice(&i.to_be_bytes());
+        keccak256(pre)
+    };
+    let mut order = members.to_vec();
+    order.sort_by_key(key);
+    order.into_iter().position(|i| i == me).unwrap_or(members.len())
+}
+
+impl<O: MessageOrigin> Engine<O> {
+    /// A settlement seen on chain (`VerdictCommitted` carries the transaction).
+    pub fn on_settled_log(&mut self, deal_id: B256, tx: Option<B256>, now: Instant) {
+        self.settle(deal_id, tx, now);
+    }
+
+    pub(crate) fn settle(&mut self, deal_id: B256, tx: Option<B256>, now: Instant) {
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        if d.phase == Phase::Settled {
+            if tx.is_some() && d.record.settled_by.is_none() {
+                d.record.settled_by = tx;
+            }
+            return;
+        }
+        d.finish(Phase::Settled, now);
+        if tx.is_some() {
+            d.record.settled_by = tx;
+        }
+        let elapsed = now.saturating_duration_since(d.seen);
+        d.record.settlement_ms = Some(elapsed.as_millis() as u64);
+        self.metrics.dispute_to_settlement.observe(elapsed.as_secs_f64());
+        let info = Box::new(d.info.clone());
+        self.push(Action::PersistDispute(info, DisputeStatus::Settled));
+        self.drop_buffered(&deal_id);
+        info!(target: "node", deal = %deal_id, "settled");
+    }
+
+    /// A `resolve` submission finished.
+    pub fn on_submitted(&mut self, deal_id: B256, result: SubmitResult, now: Instant) {
+        let metrics = &self.metrics.submissions;
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        d.submission.submitting = false;
+        match result {
+            SubmitResult::Sent { tx, gas } => {
+                metrics::count(metrics, "sent");
+                info!(target: "submitter", deal = %deal_id, %tx, gas, "resolve sent");
+                d.record.resolve_tx = Some(tx);
+                d.record.resolve_gas = Some(gas);
+                d.submission.submit_at = None;
+            }
+            SubmitResult::AlreadyResolved => {
+                metrics::count(metrics, "already_resolved");
+                info!(target: "submitter", deal = %deal_id, "already resolved: nothing to send");
+                d.submission.submit_at = None;
+            }
+            SubmitResult::Rejected(reason) => {
+                metrics::count(metrics, "rejected");
+                error!(target: "submitter", deal = %deal_id, %reason, "the escrow rejects this certificate: dropped, waiting for another");
+                d.submission.submit_at = None;
+                if let Some(qc) = d.submission.certificate.take() {
+                    d.submission.rejected.insert(certificate_id(&qc));
+                }
+                d.record.certificate_non_signers = None;
+                d.record.certified_outcome = None;
+                d.record.last_error = Some(reason);
+                if d.phase == Phase::Certified {
+                    d.phase = if d.own.is_some() { Phase::Signed } else { Phase::Observing };
+                }
+            }
+            SubmitResult::Failed(e) => {
+                metrics::count(metrics, "error");
+                d.submission.submit_backoff =
+                    (d.submission.submit_backoff * 2).clamp(self.cfg.retry, MAX_BACKOFF);
+                warn!(target: "submitter", deal = %deal_id, error = %e, retry_in = ?d.submission.submit_backoff, "resolve failed, will retry");
+                d.submission.submit_at = Some(now + d.submission.submit_backoff);
+            }
+        }
+    }
+
+    /// Submits the certificates due. A certificate due now first takes in
+    /// every signer verified since it formed (they are paid, and each
+    /// non-signer costs gas).
+    pub(crate) fn submit_due(&mut self, now: Instant) {
+        let due: Vec<B256> = self
+            .disputes
+            .iter()
+            .filter(|(_, d)| {
+                !d.submission.submitting && d.submission.submit_at.is_some_and(|t| now >= t)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.widen_certificate(&id);
+        }
+        let mut submit = Vec::new();
+        for (id, d) in &mut self.disputes {
+            if !d.submission.submitting && d.submission.submit_at.is_some_and(|t| now >= t) {
+                if let Some(qc) = &d.submission.certificate {
+                    d.submission.submitting = true;
+                    if !d.submission.certificate_gossiped && !d.submission.certificate_from_peer {
+                        // The submitters before this one did not settle
+                        // and no certificate reached this node: peers may
+                        // lack one too.
+                        d.submission.certificate_gossiped = true;
+                        submit.push(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
+                    }
+                    submit.push(Action::Submit {
+                        deal_id: *id,
+                        escrow: d.info.escrow,
+                        certificate: Box::new(qc.clone()),
+                    });
+                }
+            }
+        }
+        self.actions.extend(submit);
+    }
+}
