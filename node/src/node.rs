@@ -1404,7 +1404,7 @@ impl Node {
         let peers = self.peer_status.clone();
         let metrics = &self.shared.metrics;
         metrics.peers.set(peers.len() as i64);
-        let in_flight = self.engine.views().filter(|d| !d.phase.is_final()).count();
+        let in_flight = self.engine.in_flight();
         metrics.disputes_in_flight.set(in_flight as i64);
         metrics.disputes_in_memory.set(self.engine.len() as i64);
         let head = self.engine.head();
@@ -1440,7 +1440,7 @@ impl Node {
             epoch,
             signer_index: self.engine.my_index(epoch),
             rpc_endpoints,
-            disputes: self.engine.views().map(|d| (d.deal_id, d.clone())).collect(),
+            disputes: self.engine.views().map(|d| (d.deal_id, d)).collect(),
             inclusions: self.inclusions.iter().cloned().collect(),
         };
         *self.shared.status.write().unwrap_or_else(std::sync::PoisonError::into_inner) = status;
