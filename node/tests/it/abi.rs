@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use resolvd_node::contracts::{IERC20, IEscrow, IRegistry};
+use resolvd_node::contracts::{IEscrow, IRegistry, IERC20};
 use serde_json::Value;
 
 fn artifact(name: &str) -> Value {
