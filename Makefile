@@ -12,12 +12,13 @@ export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 .PHONY: devnet test deploy-test bench-report tools fmt lint rust-test contracts-test vectors fixtures bench bench-node bench-scale fuzz
 
 ## devnet: install what is missing, build, run the local network demo
-## (DEVNET_ARGS="--nodes 5 --keep" for options; see `resolvd devnet --help`).
+## (DEVNET_ARGS="--nodes 5 --keep" for options; see `resolvd-devnet --help`).
+## --all-features: the demo's byzantine node needs `resolvd` with fault injection.
 DEVNET_ARGS ?=
 devnet: tools
 	cd contracts && forge build
 	cargo build --workspace --locked --all-features
-	"$${CARGO_TARGET_DIR:-target}/debug/resolvd" devnet $(DEVNET_ARGS)
+	"$${CARGO_TARGET_DIR:-target}/debug/resolvd-devnet" $(DEVNET_ARGS)
 
 ## test: install what is missing, then every check and every test.
 test: tools lint contracts-test rust-test deploy-test
@@ -26,15 +27,19 @@ test: tools lint contracts-test rust-test deploy-test
 tools:
 	deploy/toolchain/bootstrap.sh
 
+## lint and rust-test run twice: as operators build it (no cargo features) and
+## with the test features (fault injection, which the devnet tests need).
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
+	cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 	cd contracts && forge fmt --check
 	python3 node/check-layers.py
 	node/engine/check-deps.sh
 
 rust-test:
-	cargo nextest run --workspace --locked --no-fail-fast
+	cargo nextest run --workspace --locked --no-fail-fast --lib --bins
+	cargo nextest run --workspace --locked --no-fail-fast --all-features
 
 contracts-test:
 	cd contracts && forge test
@@ -74,7 +79,7 @@ bench:
 ## (RESOLVD_BENCH_DISPUTES, default 50; RESOLVD_BENCH_NODES, default 4).
 bench-node: tools
 	cd contracts && forge build
-	cargo nextest run --workspace --release --locked --run-ignored only \
+	cargo nextest run --workspace --release --locked --all-features --run-ignored only \
 	  -E 'test(dispute_latency_and_memory)' --no-capture
 
 ## bench-scale: for each N in SCALE_NODES, N nodes each in its own network namespace

@@ -30,7 +30,7 @@ scale() {
   local files=()
   for n in ${SCALE_NODES:-16 32 64}; do
     RESOLVD_SCALE_NODES=$n RESOLVD_SCALE_DISPUTES=${SCALE_DISPUTES:-10} RESOLVD_SCALE_OUT="$out/scale-$n.json" \
-      cargo nextest run -p resolvd-node --release --locked --run-ignored only \
+      cargo nextest run -p resolvd-node --release --locked --all-features --run-ignored only \
       -E 'test(scale_bench)' --no-capture >"$out/scale-$n.log" 2>&1 ||
       { echo "bench-report: scale_bench N = $n failed (see $out/scale-$n.log)" >&2; exit 1; }
     files+=("$out/scale-$n.json")
@@ -50,12 +50,12 @@ for n in 4 7 10; do
   disputes=${BENCH_DISPUTES_MORE:-30}
   [ "$n" = 4 ] && disputes=${BENCH_DISPUTES_4:-50}
   RESOLVD_BENCH_NODES=$n RESOLVD_BENCH_DISPUTES=$disputes RESOLVD_BENCH_OUT="$out/latency-n$n.json" \
-    cargo nextest run --workspace --release --locked --run-ignored only \
+    cargo nextest run --workspace --release --locked --all-features --run-ignored only \
     -E 'test(dispute_latency_and_memory)' >"$out/latency-n$n.log" 2>&1
 done
 # The latency commit-reveal adds: the same 4-node devnet without, then with it.
 RESOLVD_BENCH_DISPUTES=${BENCH_DISPUTES_CR:-20} RESOLVD_BENCH_OUT="$out/commit-reveal.json" \
-  cargo nextest run --workspace --release --locked --run-ignored only \
+  cargo nextest run --workspace --release --locked --all-features --run-ignored only \
   -E 'test(commit_reveal_latency_cost)' >"$out/commit-reveal.log" 2>&1
 
 python3 - "$target" "$out" <<'PY'

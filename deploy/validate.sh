@@ -7,8 +7,8 @@
 #      ConfigMap) parses against resolvd's schema (unknown keys are errors) and
 #      the complete ones pass `resolvd run`'s checks;
 #   3. every flag the StatefulSet, compose file and systemd unit pass to
-#      resolvd exists (`--help`), and every RESOLVD_* variable they set is one
-#      resolvd reads;
+#      resolvd (resolvd-devnet for compose's setup job) exists (`--help`), and
+#      every RESOLVD_* variable they set is one resolvd reads;
 #   4. the compose file parses, and its services, dependencies and volumes
 #      refer to each other consistently;
 #   5. the operator build (RESOLVD_OPERATOR_BIN) has no fault injection and no devnet;
@@ -22,19 +22,22 @@
 #      are warnings. RESOLVD_CONTRACTS: the Foundry project (default contracts/,
 #      built with forge when it has no out/).
 # Needs the resolvd binary (RESOLVD_BIN, default $CARGO_TARGET_DIR/debug/resolvd),
-# built with the devnet feature for step 7.
+# built with the fault-injection feature for step 7 (the demo's byzantine node),
+# and resolvd-devnet (RESOLVD_DEVNET_BIN, default next to RESOLVD_BIN).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools=${RESOLVD_TOOLS:-$root/.tools}
 resolvd=${RESOLVD_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/resolvd}
 [ -x "$resolvd" ] || { echo "validate: $resolvd not built (cargo build --workspace)"; exit 1; }
+devnet=${RESOLVD_DEVNET_BIN:-$(dirname "$resolvd")/resolvd-devnet}
+[ -x "$devnet" ] || { echo "validate: $devnet not built (cargo build --workspace)"; exit 1; }
 # PyYAML comes with kubernetes-validate in the bootstrap's venv.
 python="$tools/venv/bin/python"
 command -v kubectl >/dev/null || { echo "validate: kubectl (with built-in Kustomize) is required"; exit 1; }
 tmp=$(mktemp -d)
 devnet_pid=
-# Stops the devnet of step 7 (its own process group: resolvd devnet, anvil and
+# Stops the devnet of step 7 (its own process group: resolvd-devnet, anvil and
 # the nodes), whatever way the script ends.
 cleanup() {
   if [ -n "$devnet_pid" ]; then
@@ -79,7 +82,7 @@ say "node.toml files parse and pass resolvd's checks"
 
 # 3. Flags and environment variables.
 "$resolvd" run --help >"$tmp/run.help"
-"$resolvd" devnet --help >"$tmp/devnet.help"
+"$devnet" --help >"$tmp/devnet.help"
 "$python" - "$tmp" <<'PY'
 import os, re, sys, yaml
 tmp = sys.argv[1]
@@ -121,8 +124,9 @@ for name, svc in services.items():
         check_env(svc.get("environment", {}), f"compose {name}")
     cmd = svc.get("command", [])
     if name == "setup":
-        assert cmd[0] == "devnet"
-        check(cmd[1:], devnet_help, "compose setup")
+        assert svc.get("entrypoint") == ["resolvd-devnet"], "compose setup: runs resolvd-devnet"
+        assert "--setup-only" in cmd, "compose setup: --setup-only"
+        check(cmd, devnet_help, "compose setup")
     elif name.startswith("node"):
         assert cmd[0] == "run"
         check(cmd[1:], run_help, f"compose {name}")
@@ -179,12 +183,14 @@ contracts=${RESOLVD_CONTRACTS:-$root/contracts}
 if [ ! -d "$contracts/out" ]; then
   (cd "$contracts" && FOUNDRY_SOLC="$tools/bin/solc" "$tools/bin/forge" build >/dev/null)
 fi
-"$resolvd" devnet --help >/dev/null 2>&1 || { echo "validate: $resolvd has no devnet command (build with --all-features)"; exit 1; }
+printf '[chain]\nescrow = "0x0000000000000000000000000000000000000001"\n[fault]\nreplay_delay_ms = 1\n' >"$tmp/fault-devnet.toml"
+"$resolvd" run --config "$tmp/fault-devnet.toml" --print-config >/dev/null 2>&1 ||
+  { echo "validate: $resolvd has no fault injection, which the demo's byzantine node needs (build with --all-features)"; exit 1; }
 mkdir "$tmp/devnet"
 anvil=()
 [ -x "$tools/bin/anvil" ] && anvil=(--anvil "$tools/bin/anvil")
 # setsid: a process group of its own, so cleanup() stops the nodes and anvil too.
-setsid "$resolvd" devnet --nodes 4 --keep --base-dir "$tmp/devnet" --contracts "$contracts" "${anvil[@]}" \
+setsid "$devnet" --resolvd "$resolvd" --nodes 4 --keep --base-dir "$tmp/devnet" --contracts "$contracts" "${anvil[@]}" \
   >"$tmp/devnet.out" 2>"$tmp/devnet.err" </dev/null &
 devnet_pid=$!
 deadline=$((SECONDS + ${RESOLVD_DEVNET_TIMEOUT:-300}))

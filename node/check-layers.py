@@ -21,9 +21,9 @@ LEAVES = {
     "anchor", "chain", "config", "contracts", "dispute", "economics", "http", "inspect",
     "interchange", "keys", "keystore", "p2p", "rpc", "signer", "store",
 }
-SERVICE = {"node", "api", "metrics", "observe", "adapters", "content", "devnet", "netns"}
+SERVICE = {"node", "api", "metrics", "observe", "adapters", "content", "faults"}
 # Files that are not modules of the library.
-BINARY = {"main", "commands", "demo"}
+BINARY = {"main", "commands"}
 
 
 def strip(src):

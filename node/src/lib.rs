@@ -16,10 +16,12 @@
 //!   values; [`observe`] sets the ones that mirror status), [`config`];
 //!   [`keys`] / [`keystore`] (EIP-2335); [`adapters`]: one leaf's trait over
 //!   another, wired by the node (see `ARCHITECTURE.md` for the import rules);
-//!   [`inspect`]; `devnet` (local network orchestration for tests and demos,
-//!   cargo feature `devnet` only: not in an operator's build) and `netns`
-//!   (its multi-host layout: a network namespace per node over emulated WAN
-//!   links, same feature).
+//!   [`inspect`]; `faults`: the test-only `[fault]` behaviours behind four
+//!   hooks of the node (cargo feature `fault-injection`; nothing without it).
+//!
+//! The test harness is not here: the `resolvd-devnet` crate (a local network
+//! of `resolvd` processes, and the demo) and `resolvd-netns` (a network
+//! namespace per node over emulated WAN links).
 
 pub mod adapters;
 pub mod anchor;
@@ -28,18 +30,15 @@ pub mod chain;
 pub mod config;
 pub mod content;
 pub mod contracts;
-#[cfg(feature = "devnet")]
-pub mod devnet;
 pub mod dispute;
 pub mod economics;
+mod faults;
 pub mod http;
 pub mod inspect;
 pub mod interchange;
 pub mod keys;
 pub mod keystore;
 pub mod metrics;
-#[cfg(feature = "devnet")]
-pub mod netns;
 pub mod node;
 pub mod observe;
 pub mod p2p;

@@ -16,13 +16,11 @@ use resolvd_node::{
 use std::{io::Read, net::SocketAddr, path::PathBuf};
 
 mod commands;
-#[cfg(feature = "devnet")]
-mod demo;
 
 #[derive(Debug, Parser)]
 #[command(name = "resolvd", version, about = "resolvd: a bonded dispute-resolver network")]
 struct Cli {
-    /// Log format of commands that log (`run`, `devnet`).
+    /// Log format of commands that log (`run`, `signer`).
     #[arg(long, global = true, env = "RESOLVD_LOG_FORMAT", value_enum)]
     log_format: Option<LogFormat>,
     #[command(subcommand)]
@@ -59,11 +57,6 @@ enum Command {
     /// Show a resolver's fee rewards per epoch and the account's escrow
     /// credits (gas refunds); `--claim` withdraws both.
     Rewards(RewardsArgs),
-    /// Run a local network (anvil, contracts, N registered resolvers) and a demo:
-    /// an honest delivery, a false claim, a byzantine resolver slashed, a keyless verify.
-    /// (Built with the cargo feature `devnet` only.)
-    #[cfg(feature = "devnet")]
-    Devnet(demo::DevnetArgs),
     /// Print a node's status (`GET /status`).
     Status {
         /// The node's HTTP API.
@@ -609,12 +602,6 @@ fn main() -> eyre::Result<()> {
         Command::Withdraw(args) => runtime()?.block_on(commands::withdraw(args))?,
         Command::Resolver(args) => runtime()?.block_on(commands::resolver(args))?,
         Command::Rewards(args) => runtime()?.block_on(commands::rewards(args))?,
-        #[cfg(feature = "devnet")]
-        Command::Devnet(args) => {
-            // The demo prints its own progress; library logs only from warn up.
-            commands::init_logging(cli.log_format.unwrap_or(LogFormat::Human), "warn");
-            runtime()?.block_on(demo::devnet(args))?;
-        }
         Command::Status { api } => runtime()?.block_on(commands::status(&api))?,
         Command::Inspect(args) => {
             let bytes = read_input(&args)?;

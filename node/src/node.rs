@@ -26,6 +26,7 @@ use crate::{
         gather, Action, AnchorStatus, ConfirmSource, Confirmation, Engine, EngineConfig, Origin,
         SlashRequest, SlashResult, SubmitResult,
     },
+    faults::{Faults, Perform},
     metrics::{GossipLabel, Metrics},
     p2p::{self, Behaviour, BehaviourEvent, Gossip, P2pConfig, Topic, TopicExt},
     signer::commit_message,
@@ -212,26 +213,6 @@ enum Internal {
     Served(Served),
 }
 
-/// Test-only behaviours (cargo feature `fault-injection`; a build without it
-/// refuses a `[fault]` section).
-#[cfg(feature = "fault-injection")]
-struct Faults {
-    byzantine: Option<crate::config::Byzantine>,
-    raw_key: Option<resolvd_consensus::SecretKey>,
-    crash_armed: bool,
-    /// `byzantine = lazy`: deals waiting for a verified partial to copy.
-    lazy: std::collections::HashSet<B256>,
-    /// `replay_delay_ms`.
-    replay_delay: Duration,
-    /// `byzantine = forge_commits`: deals forged for already.
-    forged: std::collections::HashSet<B256>,
-}
-
-/// `byzantine = forge_commits`: distinct forged commitments per member and
-/// deal (one more than a signer's slots held before commitments were signed).
-#[cfg(feature = "fault-injection")]
-const FORGED_PER_SIGNER: u8 = 5;
-
 /// How this node signs.
 enum Signing {
     /// Its own keystore and protection store.
@@ -260,7 +241,6 @@ pub struct Node {
     content: ContentService,
     signer: Option<Signing>,
     my_key: Option<PublicKey>,
-    #[cfg(feature = "fault-injection")]
     faults: Faults,
     outbox: Vec<Gossip>,
     bootstrap: Vec<Multiaddr>,
@@ -460,18 +440,7 @@ impl Node {
             .as_ref()
             .map(resolvd_consensus::SecretKey::public_key)
             .or(remote.as_ref().map(|(_, k)| *k));
-        #[cfg(feature = "fault-injection")]
-        let faults = Faults {
-            byzantine: cfg.fault.byzantine,
-            raw_key: match cfg.fault.byzantine {
-                Some(crate::config::Byzantine::Equivocate) => secret.clone(),
-                _ => None,
-            },
-            crash_armed: cfg.fault.crash_after_persist,
-            lazy: std::collections::HashSet::new(),
-            replay_delay: Duration::from_millis(cfg.fault.replay_delay_ms),
-            forged: std::collections::HashSet::new(),
-        };
+        let faults = Faults::new(&cfg.fault, secret.as_ref());
         let secret_present = secret.is_some() || remote.is_some();
         let silent_until = (secret_present && cfg.keys.doppelganger_wait_secs > 0).then(|| {
             let wait = Duration::from_secs(cfg.keys.doppelganger_wait_secs);
@@ -516,7 +485,6 @@ impl Node {
             content,
             signer,
             my_key,
-            #[cfg(feature = "fault-injection")]
             faults,
             outbox: Vec::new(),
             bootstrap,
@@ -711,6 +679,10 @@ impl Node {
 
     fn perform(&mut self, action: Action) {
         let now = Instant::now();
+        let delay = match self.faults.before_action(&action, &mut self.engine) {
+            Perform::After(delay) => delay,
+            Perform::Skip => return,
+        };
         match action {
             Action::Confirm { announcement, source, delay } => {
                 let chain = self.chain.for_escrow(announcement.escrow);
@@ -780,16 +752,6 @@ impl Node {
             Action::Fetch { hash, tag } => self.content.fetch(&mut self.swarm, hash, tag),
             Action::Replay(request) => {
                 let deal_id = request.deal_id;
-                #[cfg(feature = "fault-injection")]
-                if self.faults.byzantine == Some(crate::config::Byzantine::Lazy) {
-                    warn!(target: "fault", deal = %deal_id, "fault.byzantine = lazy: not replaying; copying the first verified partial");
-                    self.faults.lazy.insert(deal_id);
-                    return;
-                }
-                #[cfg(feature = "fault-injection")]
-                let delay = self.faults.replay_delay;
-                #[cfg(not(feature = "fault-injection"))]
-                let delay = Duration::ZERO;
                 let sem = self.replays.clone();
                 let tx = self.tx.clone();
                 let queue = self.shared.metrics.replay_queue.clone();
@@ -847,11 +809,6 @@ impl Node {
             Action::PersistPartial(p) => {
                 if let Err(e) = self.store.put_partial(&p) {
                     self.store_error("cannot persist partial", Some(&p.commitment.deal_id), &e);
-                }
-                #[cfg(feature = "fault-injection")]
-                if self.faults.lazy.remove(&p.commitment.deal_id) {
-                    warn!(target: "fault", deal = %p.commitment.deal_id, copied = p.signer_index, "fault.byzantine = lazy: signing a copied commitment");
-                    self.engine.copy_partial(&p);
                 }
             }
             Action::PersistCertificate(qc) => {
@@ -985,23 +942,14 @@ impl Node {
         &mut self,
         domain: &VerdictDomain,
         deal_id: B256,
-        #[allow(unused_mut)] mut commitment: VerdictCommitment,
+        mut commitment: VerdictCommitment,
         epoch: u64,
         index: u32,
         commit: bool,
         now: Instant,
     ) {
-        #[cfg(feature = "fault-injection")]
-        match self.faults.byzantine {
-            Some(crate::config::Byzantine::Withhold) => {
-                warn!(target: "fault", deal = %deal_id, "fault.byzantine = withhold: not signing");
-                return;
-            }
-            Some(crate::config::Byzantine::Flip) => {
-                warn!(target: "fault", deal = %deal_id, "fault.byzantine = flip: signing the opposite outcome");
-                commitment.outcome = flip(commitment.outcome);
-            }
-            _ => {}
+        if !self.faults.before_sign(deal_id, &mut commitment) {
+            return;
         }
         if self.engine.doppelganger().is_some() {
             return;
@@ -1054,7 +1002,7 @@ impl Node {
     #[allow(clippy::too_many_arguments)]
     fn signed(
         &mut self,
-        #[allow(unused_variables)] domain: &VerdictDomain,
+        domain: &VerdictDomain,
         deal_id: B256,
         commitment: VerdictCommitment,
         epoch: u64,
@@ -1074,52 +1022,11 @@ impl Node {
             // (re-signing the same commitment is allowed).
             self.store_error("cannot persist own partial", Some(&deal_id), &e);
         }
-        #[cfg(feature = "fault-injection")]
-        if self.faults.crash_armed {
-            error!(target: "fault", deal = %deal_id, "fault.crash_after_persist: aborting before gossip");
-            std::process::abort();
-        }
+        let equivocation = self.faults.after_signed(domain, &partial);
         let commit = commit_signature.map(|c| PartialCommit::of(&partial, c.compress()));
         self.engine.on_signed(partial, commit, now);
-        #[cfg(feature = "fault-injection")]
-        if let Some(raw) = &self.faults.raw_key {
-            let mut other = commitment;
-            other.outcome = flip(commitment.outcome);
-            let sig = raw.sign(&other.eip712_digest(domain));
-            let p = SignedVerdict {
-                commitment: other,
-                epoch,
-                signer_index: index,
-                signature: sig.compress(),
-            };
-            warn!(target: "fault", deal = %deal_id, "fault.byzantine = equivocate: signed the opposite outcome too");
+        if let Some(p) = equivocation {
             self.engine.on_signed(p, None, now);
-        }
-    }
-
-    /// Fault injection (`byzantine = forge_commits`): for every open dispute,
-    /// commitments in every member's name, signed with a key that is not
-    /// theirs (well-formed, so only the signature check catches them).
-    #[cfg(feature = "fault-injection")]
-    fn forge_commits(&mut self) {
-        let forger = resolvd_consensus::SecretKey::from_seed(&[0x5a; 32]).expect("32-byte seed");
-        for (deal_id, epoch, members) in self.engine.forgeable() {
-            if !self.faults.forged.insert(deal_id) {
-                continue;
-            }
-            warn!(target: "fault", deal = %deal_id, members = members.len(), "fault.byzantine = forge_commits: forging commitments for every member");
-            for index in members {
-                for k in 0..FORGED_PER_SIGNER {
-                    let commit = alloy_primitives::keccak256(
-                        [deal_id.as_slice(), &index.to_be_bytes(), &[k]].concat(),
-                    );
-                    let message = PartialCommit::message(&deal_id, epoch, index, &commit);
-                    let signature = forger.sign_commit(&message).compress();
-                    let c =
-                        PartialCommit { deal_id, epoch, signer_index: index, commit, signature };
-                    self.publish(Gossip::Commit(c));
-                }
-            }
         }
     }
 
@@ -1367,9 +1274,8 @@ impl Node {
             }
         }
         self.engine.on_tick(now);
-        #[cfg(feature = "fault-injection")]
-        if self.faults.byzantine == Some(crate::config::Byzantine::ForgeCommits) {
-            self.forge_commits();
+        for forged in self.faults.on_tick(&self.engine) {
+            self.publish(forged);
         }
         if self.swarm.connected_peers().next().is_some() {
             for g in std::mem::take(&mut self.outbox) {
@@ -1510,15 +1416,6 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-#[cfg(feature = "fault-injection")]
-fn flip(outcome: resolvd_proto::ReexecVerdict) -> resolvd_proto::ReexecVerdict {
-    use resolvd_proto::ReexecVerdict;
-    match outcome {
-        ReexecVerdict::Reproduced => ReexecVerdict::Failed,
-        ReexecVerdict::Failed => ReexecVerdict::Reproduced,
     }
 }
 

@@ -24,7 +24,7 @@ async fn serve(cfg: ApiConfig) -> (String, tempfile::TempDir) {
         content_added: tx,
     });
     // Bind first on a free port, then hand the port to the API.
-    let port = resolvd_node::devnet::free_port().unwrap();
+    let port = resolvd_devnet::free_port().unwrap();
     let listen = SocketAddr::new(cfg.listen.ip(), port);
     let cfg = ApiConfig { listen, ..cfg };
     tokio::spawn(api::serve(shared, cfg, std::future::pending()));

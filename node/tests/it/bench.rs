@@ -9,13 +9,13 @@
 use crate::network::{launch, Net, RELEASED};
 use alloy_primitives::B256;
 use resolvd_consensus::{CertificateBuilder, Committee, Member, SecretKey, DEFAULT_THRESHOLD_BPS};
-use resolvd_node::devnet::{DealContent, DealKind};
+use resolvd_devnet::{DealContent, DealKind};
 use resolvd_proto::{wire::SignedVerdict, Canonical, ContentType, ReexecRequestV1};
 use resolvd_replay::EvmBackend;
 use std::time::{Duration, Instant};
 
 /// The EIP-712 domain a devnet's escrow signs under.
-pub(crate) fn devnet_domain(net: &resolvd_node::devnet::Devnet) -> resolvd_proto::VerdictDomain {
+pub(crate) fn devnet_domain(net: &resolvd_devnet::Devnet) -> resolvd_proto::VerdictDomain {
     resolvd_proto::VerdictDomain {
         name: "resolvd".into(),
         version: "1".into(),
@@ -187,7 +187,7 @@ async fn commit_reveal_latency_cost() {
     let off = measure(&mut net, &content, &[0, 1], disputes, rss.clone()).await;
     let call = IRegistry::setCommitRevealMsCall { commitPhaseMs: window };
     let deployer = net.0.accounts[0];
-    resolvd_node::devnet::send_from(
+    resolvd_devnet::send_from(
         &net.0.provider,
         deployer,
         alloy_primitives::TxKind::Call(net.0.deployment.registry),

@@ -19,9 +19,9 @@ use futures::StreamExt;
 use libp2p::{gossipsub, swarm::SwarmEvent};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use resolvd_consensus::protection::ProtectionKey;
+use resolvd_devnet::{DealKind, Devnet};
 use resolvd_node::{
     config::{Byzantine, FaultConfig},
-    devnet::{DealKind, Devnet},
     p2p::{build_swarm, BehaviourEvent, Gossip, Topic, TopicExt},
 };
 use resolvd_proto::{wire::SignedVerdict, VerdictDomain};

@@ -15,10 +15,8 @@ use crate::{
     network::{metric_sum, Net, RELEASED, SETTLE},
 };
 use alloy_primitives::{B256, U256};
-use resolvd_node::{
-    config::{Byzantine, FaultConfig},
-    devnet::{free_port, DealKind},
-};
+use resolvd_devnet::{free_port, DealKind};
+use resolvd_node::config::{Byzantine, FaultConfig};
 use std::{
     net::SocketAddr,
     process::{Child, Command, Stdio},

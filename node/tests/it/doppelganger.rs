@@ -4,7 +4,7 @@
 //! non-zero. (Without the check it would start signing after the wait.)
 
 use crate::network::{launch, RELEASED, SETTLE};
-use resolvd_node::devnet::{free_port, DealKind};
+use resolvd_devnet::{free_port, DealKind};
 use std::{process::Command, time::Duration};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

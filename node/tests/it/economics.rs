@@ -15,10 +15,10 @@ use crate::network::{launch, metric_sum, resolvd, Net, RELEASED, SETTLE};
 use alloy_primitives::{B256, U256};
 use alloy_provider::Provider;
 use alloy_sol_types::SolCall;
+use resolvd_devnet::{DealKind, Devnet, AMOUNT, SELLER_BOND};
 use resolvd_node::{
     config::{Byzantine, FaultConfig},
     contracts::{IEscrow, IRegistry, IERC20},
-    devnet::{DealKind, Devnet, AMOUNT, SELLER_BOND},
 };
 use std::time::Duration;
 
@@ -240,7 +240,7 @@ async fn with_commit_reveal_a_lazy_copier_is_never_certified_and_fees_timeouts_a
         .unwrap();
     let _: serde_json::Value = net.0.provider.raw_request("evm_mine".into(), ()).await.unwrap();
     let call = IEscrow::timeoutRefundCall { dealId: open.deal_id };
-    resolvd_node::devnet::send_from(
+    resolvd_devnet::send_from(
         &net.0.provider,
         buyer,
         alloy_primitives::TxKind::Call(net.0.deployment.escrow),
@@ -308,7 +308,7 @@ async fn a_node_left_out_by_a_hostile_submitter_includes_itself_and_is_paid() {
         nonSigners: vec![U256::from(LEFT_OUT)],
         aggregateSignature: aggregate.to_eip2537().to_vec().into(),
     };
-    resolvd_node::devnet::send_from(
+    resolvd_devnet::send_from(
         &net.0.provider,
         net.0.accounts[0],
         alloy_primitives::TxKind::Call(net.0.deployment.escrow),

@@ -6,10 +6,10 @@
 
 use crate::network::{metric_sum, workspace, Net, REFUNDED, RELEASED, SETTLE};
 use alloy_primitives::{Address, U256};
+use resolvd_devnet::{deploy, deploy_escrow, Artifacts, DealKind, Devnet, DevnetOptions};
 use resolvd_node::{
     config::{Byzantine, FaultConfig},
     contracts::{IEscrow, IRegistry},
-    devnet::{deploy, deploy_escrow, Artifacts, DealKind, Devnet, DevnetOptions},
 };
 use std::{path::PathBuf, time::Duration};
 
@@ -38,7 +38,7 @@ async fn one_node_serves_two_escrows_each_under_its_own_domain() {
             spender: second,
             amount: U256::from(10u64).pow(U256::from(30u64)),
         };
-        resolvd_node::devnet::send_from(
+        resolvd_devnet::send_from(
             &net.0.provider,
             *who,
             alloy_primitives::TxKind::Call(net.0.deployment.token),

@@ -7,10 +7,10 @@ use crate::network::workspace;
 use alloy_primitives::U256;
 use alloy_provider::{Provider, ProviderBuilder};
 use alloy_signer_local::PrivateKeySigner;
+use resolvd_devnet::{deploy, free_port, wait_for_chain, Anvil, Artifacts, DevnetOptions};
 use resolvd_node::{
     chain::{Chain, ChainError, Fees},
     contracts::IERC20,
-    devnet::{deploy, free_port, wait_for_chain, Anvil, Artifacts, DevnetOptions},
 };
 use std::{path::PathBuf, time::Duration};
 
@@ -125,7 +125,7 @@ async fn a_transaction_priced_out_by_a_base_fee_spike_is_replaced_and_mined_once
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_resumes_a_pending_resolve_instead_of_sending_another() {
     use crate::network::{launch, RELEASED, SETTLE};
-    use resolvd_node::devnet::DealKind;
+    use resolvd_devnet::DealKind;
     // One submitter within the test's time (the others wait 10 minutes), and
     // no confirmations, so no block is needed after the challenge.
     let mut net = launch(|o| {

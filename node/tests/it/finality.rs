@@ -6,7 +6,7 @@
 use crate::network::{launch, metric_sum, RELEASED, SETTLE};
 use alloy_primitives::{keccak256, Bytes};
 use alloy_provider::Provider;
-use resolvd_node::devnet::DealKind;
+use resolvd_devnet::DealKind;
 use resolvd_proto::{Canonical, EvmAnchorV1, PrestateAnchorV1};
 use std::time::{Duration, Instant};
 

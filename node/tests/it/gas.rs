@@ -11,11 +11,8 @@ use alloy_primitives::{Address, TxKind, U256};
 use alloy_provider::{Provider, ProviderBuilder};
 use alloy_rpc_types_eth::TransactionRequest;
 use alloy_sol_types::SolCall;
-use resolvd_node::{
-    chain::with_gas_headroom,
-    contracts::IERC20,
-    devnet::{free_port, send_from, wait_for_chain, Anvil, Artifacts, DevnetOptions},
-};
+use resolvd_devnet::{free_port, send_from, wait_for_chain, Anvil, Artifacts, DevnetOptions};
+use resolvd_node::{chain::with_gas_headroom, contracts::IERC20};
 use std::path::PathBuf;
 
 fn transfer(

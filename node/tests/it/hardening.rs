@@ -5,7 +5,7 @@
 use crate::network::{launch, metric, RELEASED, SETTLE};
 use alloy_primitives::{keccak256, B256, U256};
 use futures::StreamExt;
-use resolvd_node::devnet::{DealKind, Devnet};
+use resolvd_devnet::{DealKind, Devnet};
 use std::{
     collections::HashMap,
     sync::{

@@ -5,7 +5,7 @@
 
 use crate::network::{workspace, Net};
 use alloy_provider::Provider;
-use resolvd_node::devnet::{Devnet, DevnetOptions, BOND};
+use resolvd_devnet::{Devnet, DevnetOptions, BOND};
 use std::{path::PathBuf, process::Command};
 
 fn run(args: &[&str]) -> (bool, serde_json::Value, String) {
@@ -84,10 +84,10 @@ async fn exit_then_withdraw_after_the_unbonding_delay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slashed_resolver_cannot_exit_or_withdraw() {
     use crate::network::{launch, RELEASED, SETTLE};
+    use resolvd_devnet::DealKind;
     use resolvd_node::{
         chain::Chain,
         config::{Byzantine, FaultConfig},
-        devnet::DealKind,
     };
     let mut net = launch(|o| {
         o.faults =

@@ -3,7 +3,7 @@
 //! on 127.0.0.1. Each test launches its own devnet.
 
 use alloy_primitives::{B256, U256};
-use resolvd_node::devnet::{DealKind, Devnet, DevnetOptions, AMOUNT, SELLER_BOND};
+use resolvd_devnet::{DealKind, Devnet, DevnetOptions, AMOUNT, SELLER_BOND};
 use resolvd_proto::{Canonical, ContentType};
 use std::{
     path::{Path, PathBuf},
@@ -151,7 +151,7 @@ pub(crate) fn resolvd(args: &[&str]) -> serde_json::Value {
 /// seller's documents byte for byte), and `register` (a fifth resolver joins).
 async fn cli_tools_agree_with_the_network(
     net: &Devnet,
-    content: &resolvd_node::devnet::DealContent,
+    content: &resolvd_devnet::DealContent,
     false_deal: B256,
 ) {
     let rpc = net.rpc_url.as_str();
@@ -195,7 +195,7 @@ async fn cli_tools_agree_with_the_network(
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not final"), "{out:?}");
     std::fs::write(path("plan.bin"), &content.delivery.execution_plan).unwrap();
     let token = net.deployment.token;
-    let slot = |who| format!("{token}:{}", resolvd_node::devnet::balance_slot(who));
+    let slot = |who| format!("{token}:{}", resolvd_devnet::balance_slot(who));
     let w = resolvd(&[
         "witness",
         "--rpc-url",
@@ -207,7 +207,7 @@ async fn cli_tools_agree_with_the_network(
         "--slot",
         &slot(net.accounts[3]),
         "--slot",
-        &slot(resolvd_node::devnet::RECIPIENT),
+        &slot(resolvd_devnet::RECIPIENT),
         "--out",
         &path("witness.bin"),
     ]);
@@ -244,13 +244,13 @@ async fn cli_tools_agree_with_the_network(
         )
         .await
         .unwrap();
-    resolvd_node::devnet::send_from(
+    resolvd_devnet::send_from(
         &net.provider,
         net.accounts[0],
         alloy_primitives::TxKind::Call(token),
         alloy_sol_types::SolCall::abi_encode(&resolvd_node::contracts::IERC20::mintCall {
             to: account.address(),
-            amount: U256::from(resolvd_node::devnet::BOND),
+            amount: U256::from(resolvd_devnet::BOND),
         })
         .into(),
     )
@@ -273,14 +273,10 @@ async fn cli_tools_agree_with_the_network(
     ]);
     assert_eq!(r["resolver"], 4, "{r}");
     // It joins a committee only after the warm-up, through `activate`.
-    let epoch = resolvd_node::devnet::activate(
-        &net.provider,
-        net.accounts[0],
-        net.deployment.registry,
-        &[4],
-    )
-    .await
-    .unwrap();
+    let epoch =
+        resolvd_devnet::activate(&net.provider, net.accounts[0], net.deployment.registry, &[4])
+            .await
+            .unwrap();
     let chain =
         resolvd_node::chain::Chain::connect(rpc, net.deployment.escrow, None).await.unwrap();
     let committee = chain.committee(epoch, None).await.unwrap();

@@ -5,10 +5,8 @@
 //! record refuses the whole document, changing nothing.
 
 use crate::network::{launch, metric, RELEASED, SETTLE};
-use resolvd_node::{
-    config::{Byzantine, FaultConfig},
-    devnet::DealKind,
-};
+use resolvd_devnet::DealKind;
+use resolvd_node::config::{Byzantine, FaultConfig};
 use std::{path::Path, process::Command, time::Duration};
 
 fn resolvd(args: &[&str], config: &Path) -> std::process::Output {

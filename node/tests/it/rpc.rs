@@ -7,10 +7,10 @@
 
 use crate::network::{launch, Net, REFUNDED, RELEASED, SETTLE};
 use futures::StreamExt;
+use resolvd_devnet::DealKind;
 use resolvd_node::{
     chain::{Chain, ChainError, RpcOptions},
     config::{ChainConfig, DEFAULT_RPC_URL},
-    devnet::DealKind,
 };
 use std::{
     net::SocketAddr,
@@ -361,7 +361,7 @@ async fn reads_fail_over_when_the_first_endpoint_dies_and_another_chain_is_refus
     assert!(net.0.nodes[0].running(), "the node survived the endpoint's death");
 
     // Another chain: an anvil with chain id 4242.
-    let port = resolvd_node::devnet::free_port().unwrap();
+    let port = resolvd_devnet::free_port().unwrap();
     let mut other = std::process::Command::new(&net.0.options.anvil)
         .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--chain-id", "4242"])
         .stdout(std::process::Stdio::null())

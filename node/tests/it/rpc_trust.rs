@@ -13,10 +13,10 @@ use crate::rpc::resolvd_bin;
 use alloy_primitives::{keccak256, Address, Bytes, U256};
 use alloy_provider::Provider;
 use futures::{SinkExt, StreamExt};
+use resolvd_devnet::{DealContent, DealKind, Devnet, DevnetOptions};
 use resolvd_node::{
     chain::{Chain, PendingTx, TxJournal},
     config::DEFAULT_RPC_URL,
-    devnet::{DealContent, DealKind, Devnet, DevnetOptions},
 };
 use resolvd_proto::{Canonical, EvmAnchorV1, PrestateAnchorV1};
 use serde_json::{json, Value};

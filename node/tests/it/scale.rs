@@ -1,14 +1,12 @@
 //! N = 16 nodes on separate network hosts: every `resolvd run` in its own
 //! network namespace, anvil in another, over emulated WAN links (50 ms ± 10 ms
 //! one way, 1 % loss, 100 Mbit/s on each node's egress; see
-//! `resolvd_node::netns`). Skipped, with `SKIPPED: <why>` on stderr, where
+//! `resolvd_netns`). Skipped, with `SKIPPED: <why>` on stderr, where
 //! namespaces cannot be created.
 
 use crate::network::{launch, REFUNDED, RELEASED, SETTLE};
-use resolvd_node::{
-    devnet::DealKind,
-    netns::{namespaces_of, Netns, NetnsError, NetnsOptions},
-};
+use resolvd_devnet::DealKind;
+use resolvd_netns::{namespaces_of, Netns, NetnsError, NetnsOptions};
 use std::{
     net::SocketAddr,
     time::{Duration, Instant},
@@ -48,11 +46,11 @@ fn the_sweep_removes_namespaces_and_processes_of_dead_runs() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while resolvd_node::netns::pids_in(name).is_empty() {
+    while resolvd_netns::pids_in(name).is_empty() {
         assert!(Instant::now() < deadline, "the orphan never entered {name}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let removed = resolvd_node::netns::sweep_dead_runs();
+    let removed = resolvd_netns::sweep_dead_runs();
     assert!(removed.iter().any(|n| n == name), "{name} not swept: {removed:?}");
     assert!(namespaces_of(4_194_305).is_empty());
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -237,11 +235,11 @@ struct Snapshot {
     cpu: Vec<f64>,
     verified: Vec<f64>,
     gossip: Vec<std::collections::BTreeMap<String, f64>>,
-    links: resolvd_node::netns::LinkStats,
+    links: resolvd_netns::LinkStats,
 }
 
 impl Snapshot {
-    async fn take(topology: &Netns, net: &resolvd_node::devnet::Devnet, ticks: f64) -> Self {
+    async fn take(topology: &Netns, net: &resolvd_devnet::Devnet, ticks: f64) -> Self {
         let mut cpu = Vec::new();
         let mut gossip = Vec::new();
         let mut verified = Vec::new();
@@ -394,7 +392,7 @@ async fn scale_bench() {
             "jitterMs": shape.jitter.as_secs_f64() * 1e3,
             "loss": shape.loss,
             "rateBps": shape.rate_bps,
-            "emulator": "userspace TUN router (node/src/netns/wan.py), node egress shaped",
+            "emulator": "userspace TUN router (node/netns/src/wan.py), node egress shaped",
         },
         "machine": { "cpus": std::thread::available_parallelism().map_or(0, usize::from) },
         "launchSeconds": launch_secs,
@@ -433,7 +431,7 @@ async fn scale_bench() {
 async fn partitions(
     topology: &Netns,
     net: &mut crate::network::Net,
-    content: &resolvd_node::devnet::DealContent,
+    content: &resolvd_devnet::DealContent,
     settle: Duration,
 ) -> serde_json::Value {
     let nodes = net.0.nodes.len();
@@ -473,7 +471,7 @@ async fn partitions(
 /// `node`'s view at `path` once it shows the dispute settled (polled every
 /// 200 ms until `deadline`).
 async fn settled_view(
-    node: &resolvd_node::devnet::DevNode,
+    node: &resolvd_devnet::DevNode,
     path: &str,
     deadline: Instant,
 ) -> serde_json::Value {

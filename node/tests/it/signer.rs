@@ -7,10 +7,8 @@
 //! and its Unix socket, on a signer process of its own.
 
 use crate::network::{launch, RELEASED, SETTLE};
-use resolvd_node::{
-    config::{Byzantine, FaultConfig},
-    devnet::{free_port, DealKind},
-};
+use resolvd_devnet::{free_port, DealKind};
+use resolvd_node::config::{Byzantine, FaultConfig};
 use std::{process::Command, time::Duration};
 
 /// Kills (and reaps) a child process however the test ends.

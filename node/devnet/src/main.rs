@@ -1,25 +1,45 @@
-//! `resolvd devnet`: a local network and a demo a newcomer can follow.
+//! `resolvd-devnet`: a local network and a demo a newcomer can follow.
+//!
+//! Starts anvil, deploys the contracts, registers and runs N `resolvd`
+//! nodes (the `resolvd` binary next to this one, built with the cargo
+//! feature `fault-injection`: the demo turns one node byzantine), settles
+//! three disputes and prints what happened. `--setup-only` deploys and
+//! writes the node directories for docker compose instead.
 
 #![allow(clippy::disallowed_macros)] // the demo's own terminal output
 
-use crate::{commands, ChainArgs, VerifyArgs};
 use alloy_primitives::{Address, B256, U256};
 use alloy_provider::Provider;
+use clap::Parser;
 use eyre::{ensure, WrapErr};
+use resolvd_devnet::{DealKind, Devnet, DevnetOptions};
 use resolvd_node::{
     chain::Chain,
-    config::{Byzantine, FaultConfig},
+    config::{Byzantine, FaultConfig, LogFormat},
     contracts::{IEscrow, IRegistry},
-    devnet::{DealKind, Devnet, DevnetOptions},
 };
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
+    process::Command,
     time::{Duration, Instant},
 };
+use tracing_subscriber::EnvFilter;
 
-/// Options of `resolvd devnet`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct DevnetArgs {
+/// Options of `resolvd-devnet`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "resolvd-devnet",
+    version,
+    about = "Run a local network (anvil, contracts, N registered resolvers) and a demo: \
+             an honest delivery, a false claim and an equivocator slashed"
+)]
+struct DevnetArgs {
+    /// Log format of the library logs (stderr, warn and up unless RUST_LOG says otherwise).
+    #[arg(long, env = "RESOLVD_LOG_FORMAT", value_enum, default_value = "human")]
+    log_format: LogFormat,
+    /// The `resolvd` binary the nodes run (default: the one next to this binary).
+    #[arg(long)]
+    resolvd: Option<PathBuf>,
     /// Resolvers to run.
     #[arg(long, default_value_t = 4)]
     nodes: usize,
@@ -162,16 +182,63 @@ async fn settle_row(
     Ok(row)
 }
 
+/// Runs `resolvd verify` as an auditor would (no key): it exits non-zero
+/// unless the replayed commitment equals the certified one.
+fn verify(bin: &Path, net: &Devnet, deal_id: B256) -> eyre::Result<()> {
+    let out = Command::new(bin)
+        .arg("verify")
+        .arg(deal_id.to_string())
+        .args(["--rpc-url", &net.rpc_url])
+        .args(["--escrow", &net.deployment.escrow.to_string()])
+        .args(["--api", &format!("http://{}", net.nodes[0].api)])
+        .output()
+        .wrap_err_with(|| format!("running {} verify", bin.display()))?;
+    ensure!(
+        out.status.success(),
+        "resolvd verify disagrees with the chain: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
+}
+
 fn short(h: B256) -> String {
     let s = h.to_string();
     format!("{}…{}", &s[..10], &s[s.len() - 4..])
 }
 
+fn main() -> eyre::Result<()> {
+    let args = DevnetArgs::parse();
+    // The demo prints its own progress; library logs only from warn up.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match args.log_format {
+        LogFormat::Human => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(devnet(args))
+}
+
+/// The `resolvd` binary: `--resolvd`, else the one next to this executable
+/// (`--setup-only` starts no node).
+fn resolvd_bin(args: &DevnetArgs) -> eyre::Result<PathBuf> {
+    if let Some(bin) = &args.resolvd {
+        return Ok(bin.clone());
+    }
+    let me = std::env::current_exe()?;
+    let bin = me.with_file_name("resolvd");
+    ensure!(
+        bin.exists() || args.setup_only,
+        "no resolvd binary next to {} (build the workspace with --all-features, or pass --resolvd)",
+        me.display()
+    );
+    Ok(bin)
+}
+
 /// Runs the demo; Ctrl-C at any point stops every process.
-pub(crate) async fn devnet(args: DevnetArgs) -> eyre::Result<()> {
+async fn devnet(args: DevnetArgs) -> eyre::Result<()> {
     let workspace = std::env::current_dir()?;
     let mut options =
-        DevnetOptions::for_workspace(&workspace, std::env::current_exe()?, args.base_dir.clone());
+        DevnetOptions::for_workspace(&workspace, resolvd_bin(&args)?, args.base_dir.clone());
     options.nodes = args.nodes;
     options.contracts = args.contracts.clone();
     options.block_time = args.block_time;
@@ -253,19 +320,7 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
         "3 the other nodes' slashers submitted the equivocation evidence: resolver {byzantine} slashed"
     ));
 
-    let verify = VerifyArgs {
-        chain: ChainArgs {
-            rpc_url: net.rpc_url.clone(),
-            escrow: net.deployment.escrow,
-            ca_file: None,
-        },
-        deal_id: rows[0].deal_id,
-        api: Some(format!("http://{}", net.nodes[0].api)),
-        witness: None,
-        anchor_rpc: Vec::new(),
-    };
-    let (_, matches) = commands::verify_report(&verify).await?;
-    ensure!(matches, "resolvd verify disagrees with the chain");
+    verify(&net.options.bin, &net, rows[0].deal_id)?;
     clock.step(format_args!(
         "4 `resolvd verify {}` (no key): replayed commitment == certified commitment",
         short(rows[0].deal_id)

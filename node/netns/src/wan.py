@@ -1,8 +1,8 @@
 """Userspace WAN link emulator of resolvd's network-namespace harness.
 
-Started by `node/src/netns.rs` (never by hand). It opens one TUN device per
-namespace (kernel-named `rsvdt%d`, moved into its namespace by the harness),
-routes IPv4 packets between them by destination address, and applies each
+Started by the `resolvd-netns` crate (`node/netns/src/lib.rs`; never by
+hand). It opens one TUN device per namespace (kernel-named `rsvdt%d`, moved
+into its namespace by the harness), routes IPv4 packets between them by destination address, and applies each
 device's egress shape to what its namespace sends: loss (Bernoulli), one-way
 delay (normal, clipped at 0; order kept as netem does with a rate), and a
 rate cap (serialisation time at the sender). It exists because the kernel of

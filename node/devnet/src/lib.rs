@@ -3,16 +3,9 @@
 //! resolvers running as `resolvd run` child processes, and a buyer and a
 //! seller who open real deals against a real prestate of the same chain.
 //!
-//! Used by the integration tests and by `resolvd devnet`. Everything listens
+//! Used by the integration tests and by the `resolvd-devnet` binary. Everything listens
 //! on 127.0.0.1; every run gets its own directory and free ports.
 
-use crate::{
-    chain::Chain,
-    config::{FaultConfig, NodeConfig},
-    contracts::{deal_state, Deal, IEscrow, IRegistry, Terms, IERC20},
-    keys,
-    keystore::Kdf,
-};
 use alloy_network::TransactionBuilder;
 use alloy_primitives::{address, keccak256, Address, Bytes, TxKind, B256, U256};
 use alloy_provider::{DynProvider, Provider, ProviderBuilder};
@@ -20,6 +13,13 @@ use alloy_rpc_types_eth::{TransactionReceipt, TransactionRequest};
 use alloy_signer_local::PrivateKeySigner;
 use alloy_sol_types::SolCall;
 use eyre::{bail, ensure, eyre, WrapErr};
+use resolvd_node::{
+    chain::Chain,
+    config::{FaultConfig, NodeConfig},
+    contracts::{deal_state, Deal, IEscrow, IRegistry, Terms, IERC20},
+    keys,
+    keystore::Kdf,
+};
 use resolvd_proto::{
     AttachmentKind, AttachmentV1, BackendVersionPolicy, Canonical, ContentType, DeliveryV1,
     EvmAnchorV1, EvmCallPlanV1, EvmSpecId, EvmWitnessV1, NoncePolicy, PredicateCommitmentV1,
@@ -130,7 +130,7 @@ impl Anvil {
     }
 
     /// Like [`Self::start`], with `cmd` (anvil, possibly wrapped, e.g. in
-    /// [`crate::netns::NsHost::command`]) listening on `host`.
+    /// [`resolvd_netns::NsHost::command`]) listening on `host`.
     pub fn spawn(
         mut cmd: Command,
         bin: &Path,
@@ -299,7 +299,7 @@ pub async fn send_from(
 ) -> eyre::Result<TransactionReceipt> {
     let mut tx = TransactionRequest::default().with_from(from).with_input(input);
     tx.to = Some(to);
-    let receipt = crate::chain::send_and_confirm(provider, tx)
+    let receipt = resolvd_node::chain::send_and_confirm(provider, tx)
         .await
         .map_err(|e| eyre!("sending from {from}: {e}"))?;
     Ok(receipt)
@@ -418,7 +418,7 @@ pub struct DevNode {
     /// Operator (transaction) account.
     pub operator: Address,
     /// The network namespace it runs in ([`DevnetOptions::netns`]).
-    pub netns: Option<crate::netns::NsHost>,
+    pub netns: Option<resolvd_netns::NsHost>,
     child: Option<Child>,
 }
 
@@ -624,11 +624,11 @@ pub struct DevnetOptions {
     /// listens on 0.0.0.0 (p2p 9400, API 9500), keeps data in `/data` and
     /// finds its keystores under `/shared/latest/node<i>/`.
     pub hosts: Option<Vec<String>>,
-    /// Network-namespace layout ([`crate::netns::Netns`]): anvil listens on
+    /// Network-namespace layout ([`resolvd_netns::Netns`]): anvil listens on
     /// its namespace's address (port 8545), node i runs in `nodes[i]`
     /// listening there (p2p 9400, API 9500); the caller keeps the `Netns`
     /// alive while the devnet runs.
-    pub netns: Option<crate::netns::NetnsLayout>,
+    pub netns: Option<resolvd_netns::NetnsLayout>,
 }
 
 impl DevnetOptions {
@@ -902,7 +902,7 @@ impl Devnet {
             config.chain.rpc_url = node_rpc_url.clone();
             config.chain.escrow = deployment.escrow;
             config.chain.confirmations =
-                crate::config::Confirmations::Blocks(options.confirmations);
+                resolvd_node::config::Confirmations::Blocks(options.confirmations);
             config.chain.poll_interval_ms = 200;
             config.chain.start_block = deployment.block;
             let with_account = options.with_accounts.as_ref().is_none_or(|list| list.contains(&i));
@@ -1077,9 +1077,11 @@ impl Devnet {
             DealKind::Honest => REQUIRED,
             DealKind::FalseClaim => REQUIRED - 150,
         };
-        let calldata =
-            crate::contracts::IERC20::transferCall { to: RECIPIENT, amount: U256::from(amount) }
-                .abi_encode();
+        let calldata = resolvd_node::contracts::IERC20::transferCall {
+            to: RECIPIENT,
+            amount: U256::from(amount),
+        }
+        .abi_encode();
         let plan = EvmCallPlanV1 {
             chain_id: evm_anchor.chain_id,
             caller: payer,
@@ -1298,7 +1300,7 @@ impl Devnet {
         let deadline = Instant::now() + timeout;
         let settled = alloy_rpc_types_eth::Filter::new()
             .address(self.deployment.escrow)
-            .event_signature(crate::contracts::IEscrow::Settled::SIGNATURE_HASH)
+            .event_signature(resolvd_node::contracts::IEscrow::Settled::SIGNATURE_HASH)
             .topic1(deal_id)
             .from_block(0u64);
         loop {
@@ -1355,7 +1357,7 @@ impl Devnet {
         use alloy_sol_types::SolEvent;
         let filter = alloy_rpc_types_eth::Filter::new()
             .address(self.deployment.escrow)
-            .event_signature(crate::contracts::IEscrow::VerdictCommitted::SIGNATURE_HASH)
+            .event_signature(resolvd_node::contracts::IEscrow::VerdictCommitted::SIGNATURE_HASH)
             .topic1(deal_id)
             .from_block(0u64);
         Ok(self.provider.get_logs(&filter).await?)
@@ -1363,8 +1365,8 @@ impl Devnet {
 
     /// Reads a node's persisted slashing-protection and partial records
     /// while it is stopped.
-    pub fn node_store(&self, i: usize) -> eyre::Result<crate::store::Store> {
-        Ok(crate::store::Store::open(&self.nodes[i].config.data_dir.join("db"))?)
+    pub fn node_store(&self, i: usize) -> eyre::Result<resolvd_node::store::Store> {
+        Ok(resolvd_node::store::Store::open(&self.nodes[i].config.data_dir.join("db"))?)
     }
 
     /// Stops every node (SIGTERM) and anvil.

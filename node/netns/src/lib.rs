@@ -11,7 +11,7 @@
 //! - in the root namespace one device `<prefix>-o` (`.254`, the *observer*:
 //!   the test process reaching node APIs and anvil), the only address the
 //!   harness adds outside its namespaces;
-//! - the link emulator (`netns/wan.py`, a child process killed with the test)
+//! - the link emulator (`wan.py`, a child process killed with the test)
 //!   holding every device's TUN file descriptor: it routes IPv4 packets by
 //!   destination and applies each node's egress [`LinkShape`] (loss, one-way
 //!   delay with jitter, rate cap) to what the node sends to nodes and anvil.
@@ -52,7 +52,7 @@ use std::{
 };
 
 /// The link emulator, run as `python3 -c`.
-const WAN_PY: &str = include_str!("netns/wan.py");
+const WAN_PY: &str = include_str!("wan.py");
 
 /// TCP handshake timer run inside a namespace: prints the connect times in
 /// milliseconds as a JSON list.
