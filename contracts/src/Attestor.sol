@@ -4,8 +4,7 @@ pragma solidity 0.8.30;
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
-import {EscrowFees} from "./EscrowFees.sol";
-import {EscrowStorage} from "./EscrowStorage.sol";
+import {VerdictContract} from "./VerdictContract.sol";
 import {
     Attestation,
     IAttestorErrors,
@@ -15,7 +14,6 @@ import {
 import {Deal, DealState, Settlement} from "./interfaces/IEscrow.sol";
 import {IResolverRegistry} from "./interfaces/IResolverRegistry.sol";
 import {AttestationHash, Question} from "./libraries/AttestationHash.sol";
-import {Delegate} from "./libraries/Delegate.sol";
 import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.sol";
 
 /// @title Attestor
@@ -41,33 +39,14 @@ import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.s
 ///      certificate by the deadline: `timeoutRefund` credits the fee back to the requester,
 ///      and the question may be requested again (same id). The owner only curates the
 ///      backend allow-list and may sweep tokens held beyond `liabilities`.
-contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
+contract Attestor is VerdictContract, IAttestorErrors, IAttestorEvents {
     using SafeCast for uint256;
-
-    /// @notice The EscrowFees contract this attestor runs its fee and reward functions on (by
-    ///         DELEGATECALL from the fallback, on this contract's storage).
-    address public immutable fees;
-
-    uint256 internal immutable _cachedChainId;
-    bytes32 internal immutable _cachedDomainSeparator;
 
     /// @dev Recorded answers by question. The only storage beyond EscrowStorage's layout,
     ///      after it: EscrowFees never reaches it (check-layout.sh).
     mapping(bytes32 inputHash => Attestation) internal _attestations;
 
-    constructor(IResolverRegistry registry_, address owner_) EscrowStorage(registry_, owner_) {
-        fees = address(new EscrowFees(registry_));
-        _cachedChainId = block.chainid;
-        _cachedDomainSeparator =
-            VerdictHash.domainSeparator(NAME, VERSION, block.chainid, address(this));
-    }
-
-    /// @notice Every function of EscrowFees (`includeSigners`, `distributeFee`, `claimRewards`,
-    ///         `pendingRewards`, `sweepSlashedRewards`, `flushSink`, `recoverExcess`), run on
-    ///         this contract's storage. Takes no ether.
-    fallback() external {
-        Delegate.forward(fees);
-    }
+    constructor(IResolverRegistry registry_, address owner_) VerdictContract(registry_, owner_) {}
 
     // ------------------------------------------------------------------ requests
 
@@ -215,26 +194,6 @@ contract Attestor is EscrowStorage, IAttestorErrors, IAttestorEvents {
             return (AttestationHash.outputHash(a.outcome, a.resultHash, a.traceHash), a.epoch);
         }
         return (bytes32(0), _deals[requestIdOf(inputHash)].epoch);
-    }
-
-    /// @notice A request's state, in the Escrow's `Deal` layout (what the nodes read):
-    ///         `buyer` the requester, `state` Disputed while pending and Resolved after
-    ///         (`settlement` Attested or TimedOut), `resolverFee` and `token` the fee,
-    ///         `challengedAt` the request's time, the question's six hashes; no seller, amount,
-    ///         bonds or `verdictFieldsHash` (the request id already commits to the question).
-    function deal(bytes32 requestId) external view returns (Deal memory) {
-        return _deals[requestId];
-    }
-
-    /// @notice The EIP-712 domain separator attestations here are signed under.
-    function domainSeparator() public view returns (bytes32) {
-        if (block.chainid == _cachedChainId) return _cachedDomainSeparator;
-        return VerdictHash.domainSeparator(NAME, VERSION, block.chainid, address(this));
-    }
-
-    /// @notice The digest resolvers sign for `commitment`.
-    function verdictDigest(VerdictCommitment calldata commitment) external view returns (bytes32) {
-        return VerdictHash.digest(domainSeparator(), commitment);
     }
 
     // ------------------------------------------------------------------ internals

@@ -5,12 +5,10 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
-import {EscrowFees} from "./EscrowFees.sol";
-import {EscrowStorage} from "./EscrowStorage.sol";
+import {VerdictContract} from "./VerdictContract.sol";
 import {IERC3009} from "./interfaces/IERC3009.sol";
 import {Authorization, Deal, DealState, Settlement, Terms} from "./interfaces/IEscrow.sol";
 import {IResolverRegistry} from "./interfaces/IResolverRegistry.sol";
-import {Delegate} from "./libraries/Delegate.sol";
 import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.sol";
 
 /// @title Escrow
@@ -36,30 +34,11 @@ import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.s
 ///      and each resolver's operator `claimRewards` in O(epochs claimed) (plus the entries that
 ///      name it, for a resolver that was left out). A timeout returns fee and bond to the buyer.
 ///      A slashed resolver's unclaimed rewards follow its slashed bond (`sweepSlashedRewards`).
-contract Escrow is EscrowStorage {
+contract Escrow is VerdictContract {
     using SafeERC20 for IERC20;
     using SafeCast for uint256;
 
-    /// @notice The EscrowFees contract this escrow runs its fee and reward functions on (by
-    ///         DELEGATECALL from the fallback, on this contract's storage): deployed by the
-    ///         constructor, never changed.
-    address public immutable fees;
-
-    uint256 internal immutable _cachedChainId;
-    bytes32 internal immutable _cachedDomainSeparator;
-
-    constructor(IResolverRegistry registry_, address owner_) EscrowStorage(registry_, owner_) {
-        fees = _deployFees(registry_);
-        _cachedChainId = block.chainid;
-        _cachedDomainSeparator =
-            VerdictHash.domainSeparator(NAME, VERSION, block.chainid, address(this));
-    }
-
-    /// @notice Every function of EscrowFees, run on this contract's storage. Sends no ETH
-    ///         anywhere: EscrowFees' functions are not payable, so a call with value reverts.
-    fallback() external {
-        Delegate.forward(fees);
-    }
+    constructor(IResolverRegistry registry_, address owner_) VerdictContract(registry_, owner_) {}
 
     // ------------------------------------------------------------------ funding
 
@@ -121,7 +100,7 @@ contract Escrow is EscrowStorage {
         }
         d.state = DealState.Delivered;
         d.deliveryHash = deliveryHash;
-        d.verdictFieldsHash = _verdictFieldsHash(
+        d.verdictFieldsHash = VerdictHash.fieldsHash(
             d.specHash,
             deliveryHash,
             d.prestateAnchorHash,
@@ -281,24 +260,6 @@ contract Escrow is EscrowStorage {
     function setBackend(bytes32 backendId, bytes32 versionHash, bool allowed) external onlyOwner {
         backendAllowed[backendId][versionHash] = allowed;
         emit BackendAllowed(backendId, versionHash, allowed);
-    }
-
-    // ------------------------------------------------------------------ views
-
-    /// @notice A deal's state.
-    function deal(bytes32 dealId) external view returns (Deal memory) {
-        return _deals[dealId];
-    }
-
-    /// @notice The EIP-712 domain separator verdicts for this escrow are signed under.
-    function domainSeparator() public view returns (bytes32) {
-        if (block.chainid == _cachedChainId) return _cachedDomainSeparator;
-        return VerdictHash.domainSeparator(NAME, VERSION, block.chainid, address(this));
-    }
-
-    /// @notice The digest resolvers sign for `commitment`.
-    function verdictDigest(VerdictCommitment calldata commitment) external view returns (bytes32) {
-        return VerdictHash.digest(domainSeparator(), commitment);
     }
 
     // ------------------------------------------------------------------ internals
@@ -480,10 +441,5 @@ contract Escrow is EscrowStorage {
             d.seller, reproduced, dealId, commitment.traceHash, commitment.backendId
         );
         _settle(dealId, d, reproduced ? Settlement.Released : Settlement.Refunded);
-    }
-
-    /// @dev Deploys the fee and reward code. Virtual only so that test/mutants can break it.
-    function _deployFees(IResolverRegistry registry_) internal virtual returns (address) {
-        return address(new EscrowFees(registry_));
     }
 }

@@ -10,7 +10,7 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 
 import {Deal, IEscrowErrors, IEscrowEvents} from "./interfaces/IEscrow.sol";
 import {IResolverRegistry} from "./interfaces/IResolverRegistry.sol";
-import {VerdictCommitment} from "./libraries/VerdictHash.sol";
+import {VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.sol";
 
 /// @title EscrowStorage
 /// @notice What the Escrow, the Attestor and EscrowFees share: constants, storage layout, the
@@ -126,29 +126,9 @@ abstract contract EscrowStorage is IEscrowErrors, IEscrowEvents, ReentrancyGuard
         if (!registry.meetsThreshold(signed, total)) revert SlashedSignersDecide(signed, total);
     }
 
-    function _verdictFieldsHash(
-        bytes32 specHash,
-        bytes32 deliveryHash,
-        bytes32 prestateAnchorHash,
-        bytes32 prestateRoot,
-        bytes32 backendId,
-        bytes32 backendVersionHash
-    ) internal pure returns (bytes32) {
-        return keccak256(
-            abi.encode(
-                specHash,
-                deliveryHash,
-                prestateAnchorHash,
-                prestateRoot,
-                backendId,
-                backendVersionHash
-            )
-        );
-    }
-
     /// @dev One storage read on the success path; on a mismatch, names the differing field.
     function _checkCommitment(Deal storage d, VerdictCommitment calldata c) internal view {
-        bytes32 fields = _verdictFieldsHash(
+        bytes32 fields = VerdictHash.fieldsHash(
             c.specHash,
             c.deliveryHash,
             c.prestateAnchorHash,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.30;
 
-import {Outcome, VerdictCommitment} from "./VerdictHash.sol";
+import {Outcome, VerdictCommitment, VerdictHash} from "./VerdictHash.sol";
 
 /// @notice An attestation request's question: the content hashes an escrow dispute pins (seed
 ///         004: SpecV1, the seller's DeliveryV1 with its plan, PrestateAnchorV1 and its state
@@ -31,15 +31,13 @@ library AttestationHash {
 
     /// @notice The `inputHash` of the question a commitment answers (its six input fields).
     function inputHash(VerdictCommitment memory c) internal pure returns (bytes32) {
-        return keccak256(
-            abi.encode(
-                c.specHash,
-                c.deliveryHash,
-                c.prestateAnchorHash,
-                c.prestateRoot,
-                c.backendId,
-                c.backendVersionHash
-            )
+        return VerdictHash.fieldsHash(
+            c.specHash,
+            c.deliveryHash,
+            c.prestateAnchorHash,
+            c.prestateRoot,
+            c.backendId,
+            c.backendVersionHash
         );
     }
 

@@ -35,6 +35,29 @@ library VerdictHash {
         "EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
     );
 
+    /// @notice keccak256 of the six content fields a verdict answers (spec, delivery, prestate
+    ///         anchor and root, backend and its version): an escrow deal's `verdictFieldsHash`
+    ///         and an attestation's ERC-8301 `inputHash` (AttestationHash).
+    function fieldsHash(
+        bytes32 specHash,
+        bytes32 deliveryHash,
+        bytes32 prestateAnchorHash,
+        bytes32 prestateRoot,
+        bytes32 backendId,
+        bytes32 backendVersionHash
+    ) internal pure returns (bytes32) {
+        return keccak256(
+            abi.encode(
+                specHash,
+                deliveryHash,
+                prestateAnchorHash,
+                prestateRoot,
+                backendId,
+                backendVersionHash
+            )
+        );
+    }
+
     /// @notice EIP-712 domain separator for `verifyingContract` (the escrow).
     function domainSeparator(
         string memory name,
