@@ -889,13 +889,14 @@ impl Node {
         });
     }
 
-    /// The certificate that settled `deal_id` was this node's (`tx`): if the
-    /// escrow holds its fee for the inclusion window, send `distributeFee` once
-    /// the chain's time is past the window (a restart forgets it; anyone may
-    /// send it).
-    fn distribute_when_closed(&mut self, deal_id: B256, tx: B256) {
-        let Some(view) = self.engine.view(&deal_id) else { return };
-        if view.resolve_tx != Some(tx) || self.chain.account.is_none() {
+    /// A certificate settled `deal_id`: if the escrow holds its fee for the
+    /// inclusion window and this node's account submitted the certificate
+    /// (the escrow's record, not the node's own view, which may not know its
+    /// transaction yet), send `distributeFee` once the chain's time is past the
+    /// window (a restart forgets it; anyone may send it).
+    fn distribute_when_closed(&mut self, deal_id: B256) {
+        let Some(account) = self.chain.account else { return };
+        if self.engine.view(&deal_id).is_none() {
             return;
         }
         let chains: Vec<Chain> =
@@ -905,7 +906,7 @@ impl Node {
             for chain in &chains {
                 let held = IEscrow::heldCall { dealId: deal_id };
                 let Ok(h) = chain.view(chain.escrow, held, None).await else { continue };
-                if h.closesAt == 0 {
+                if h.closesAt == 0 || h.submitter != account {
                     continue;
                 }
                 // Chain time, polled: the window closes by the escrow's clock.
@@ -1245,7 +1246,7 @@ impl Node {
             ChainEvent::VerdictCommitted { deal_id, tx_hash, .. } => {
                 self.engine.on_settled_log(deal_id, Some(tx_hash), now);
                 self.include_if_left_out(deal_id);
-                self.distribute_when_closed(deal_id, tx_hash);
+                self.distribute_when_closed(deal_id);
             }
             ChainEvent::Settled { deal_id, .. } => self.engine.on_settled_log(deal_id, None, now),
             ChainEvent::EpochStarted { epoch } => self.engine.on_epoch(epoch),
