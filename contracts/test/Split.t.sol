@@ -6,6 +6,7 @@ import {RegistrySlashing} from "../src/RegistrySlashing.sol";
 import {IEscrowErrors} from "../src/interfaces/IEscrow.sol";
 import {Evidence, IResolverRegistryErrors} from "../src/interfaces/IResolverRegistry.sol";
 import {EscrowBase} from "./utils/EscrowBase.sol";
+import {Ownable} from "@openzeppelin/contracts/access/Ownable.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
 /// @notice The Escrow and the ResolverRegistry each run part of their ABI from a contract their
@@ -47,12 +48,16 @@ contract SplitTest is EscrowBase {
     function testOwnerChecksRunOnTheMainContractsStorage() public {
         address stranger = address(0xBEEF);
         vm.prank(stranger);
-        vm.expectRevert();
+        vm.expectRevert(
+            abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, stranger)
+        );
         RegistrySlashing(address(registry)).setGasRefundCap(IERC20(TOKEN), 7);
         RegistrySlashing(address(registry)).setGasRefundCap(IERC20(TOKEN), 7);
         require(registry.gasRefundCap(IERC20(TOKEN)) == 7, "set through the registry");
         vm.prank(stranger);
-        vm.expectRevert();
+        vm.expectRevert(
+            abi.encodeWithSelector(Ownable.OwnableUnauthorizedAccount.selector, stranger)
+        );
         EscrowFees(address(escrow)).recoverExcess(IERC20(TOKEN), stranger);
     }
 
