@@ -32,6 +32,15 @@ impl Recent {
         self.set.contains(id)
     }
 
+    /// Forgets `id`; whether it was there.
+    pub(crate) fn remove(&mut self, id: &B256) -> bool {
+        let was = self.set.remove(id);
+        if was {
+            self.order.retain(|x| x != id);
+        }
+        was
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.set.len()
     }

@@ -22,6 +22,12 @@ pub(crate) struct Intake<O: MessageOrigin> {
     pub(crate) chain_confirming: HashSet<B256>,
     /// Announcements the chain refuted, and how.
     pub(crate) refuted: HashMap<B256, Confirmation>,
+    /// Confirmations in flight per peer whose announcement started them.
+    pub(crate) confirm_quota: Quota<O::Peer>,
+    /// Peers that announced a deal the chain says does not exist, and when:
+    /// an honest peer forwards an announcement only after its own RPC
+    /// confirmed it, so their announcements cost no RPC call for a while.
+    pub(crate) misled_by: HashMap<O::Peer, Instant>,
 }
 
 impl<O: MessageOrigin> Default for Intake<O> {
@@ -33,6 +39,8 @@ impl<O: MessageOrigin> Default for Intake<O> {
             confirming: HashMap::new(),
             chain_confirming: HashSet::new(),
             refuted: HashMap::new(),
+            confirm_quota: Quota::default(),
+            misled_by: HashMap::new(),
         }
     }
 }
@@ -56,7 +64,7 @@ impl<O: MessageOrigin> Engine<O> {
     /// A decoded gossip message.
     pub fn on_gossip(&mut self, origin: O, gossip: Gossip, now: Instant) {
         match gossip {
-            Gossip::Dispute(a) => self.on_announcement(a, origin),
+            Gossip::Dispute(a) => self.on_announcement(a, origin, now),
             Gossip::Verdict(p) => self.queue_partial(p, Some(origin), now, now),
             Gossip::Commit(c) => {
                 let acceptance = self.on_commit(c, Some(origin.clone()), now, now);
@@ -76,13 +84,17 @@ impl<O: MessageOrigin> Engine<O> {
         }
     }
 
-    pub(crate) fn on_announcement(&mut self, a: DisputeAnnouncement, origin: O) {
+    pub(crate) fn on_announcement(&mut self, a: DisputeAnnouncement, origin: O, now: Instant) {
         if a.chain_id != self.identity.chain_id || !self.identity.domains.contains_key(&a.escrow) {
             self.report(origin, Topic::Disputes, Validation::Ignore);
             return;
         }
         if let Some(d) = self.disputes.get(&a.deal_id) {
-            let acceptance = if same_dispute(&d.info, &a) {
+            // A later deadline may be a request made again: the watcher
+            // confirms that from the chain's log.
+            let acceptance = if same_dispute(&d.info, &a)
+                || a.resolve_deadline > d.info.resolve_deadline
+            {
                 Validation::Ignore
             } else {
                 warn!(target: "p2p", peer = %origin.peer(), deal = %a.deal_id, "announcement contradicts the confirmed dispute");
@@ -114,10 +126,23 @@ impl<O: MessageOrigin> Engine<O> {
             }
             return;
         }
+        // The watcher finds every real dispute anyway: gossip only makes it
+        // faster, so an announcement over a bound is not worth an RPC call.
+        if let Some(since) = self.intake.misled_by.get(origin.peer()) {
+            if now.saturating_duration_since(*since) < MISLED_FOR {
+                metrics::count(&self.metrics.gossip_bounded, "misled_by");
+                self.report(origin, Topic::Disputes, Validation::Ignore);
+                return;
+            }
+            self.intake.misled_by.remove(origin.peer());
+        }
         if self.intake.confirming.len() >= self.cfg.max_confirming {
-            // The watcher finds every real dispute anyway: gossip only makes
-            // it faster, so under load it is not worth an RPC call.
             self.metrics.dropped_announcements.inc();
+            self.report(origin, Topic::Disputes, Validation::Ignore);
+            return;
+        }
+        if !self.intake.confirm_quota.take(origin.peer(), MAX_CONFIRMING_PER_PEER) {
+            metrics::count(&self.metrics.gossip_bounded, "confirm_quota");
             self.report(origin, Topic::Disputes, Validation::Ignore);
             return;
         }
@@ -148,6 +173,10 @@ impl<O: MessageOrigin> Engine<O> {
         } else {
             self.intake.confirming.remove(&deal_id).unwrap_or_default()
         };
+        if let Some(first) = waiting.first() {
+            // The first origin started the confirmation.
+            self.intake.confirm_quota.give(first.peer());
+        }
         let acceptance = match result {
             Ok(Confirmation::Disputed) => {
                 self.intake.refuted.remove(&deal_id);
@@ -184,6 +213,12 @@ impl<O: MessageOrigin> Engine<O> {
                 self.intake.refuted.insert(deal_id, c);
                 if c == Confirmation::NoSuchDeal {
                     self.drop_buffered(&deal_id);
+                    if self.intake.misled_by.len() >= MAX_MISLED_PEERS {
+                        self.intake.misled_by.clear();
+                    }
+                    for origin in &waiting {
+                        self.intake.misled_by.insert(origin.peer().clone(), now);
+                    }
                     Validation::Reject
                 } else {
                     Validation::Ignore
@@ -378,13 +413,26 @@ impl<O: MessageOrigin> Engine<O> {
     }
 
     /// A `Disputed` log at a confirmed block.
+    ///
+    /// A second log for a known id opens it afresh when its deadline is later:
+    /// an Attestor's question requested again after a timeout (the same
+    /// request id, maybe another epoch), or a challenge mined again after a
+    /// reorg. The replay is deterministic, so a commitment signed for the
+    /// first one is signed again unchanged, which slashing protection allows.
     pub fn on_disputed_log(&mut self, a: DisputeAnnouncement) {
+        if let Some(d) = self.disputes.get(&a.deal_id) {
+            if a.resolve_deadline <= d.info.resolve_deadline {
+                return;
+            }
+            info!(target: "chain", deal = %a.deal_id, deadline = a.resolve_deadline, epoch = a.epoch, "disputed again with a later deadline: handled afresh");
+            self.forget(&a.deal_id);
+            self.push(Action::Prune(a.deal_id));
+        } else if self.finished.remove(&a.deal_id) {
+            info!(target: "chain", deal = %a.deal_id, "a finished dispute is disputed again: checking it");
+        }
         // A gossip confirmation in flight does not stop this one: it may have
         // been asked at a block before the dispute.
-        if self.disputes.contains_key(&a.deal_id)
-            || self.finished.contains(&a.deal_id)
-            || !self.intake.chain_confirming.insert(a.deal_id)
-        {
+        if !self.intake.chain_confirming.insert(a.deal_id) {
             return;
         }
         // Recorded before the cursor moves past this log, so a crash before

@@ -89,6 +89,14 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// Gossip copies of one announcement waiting for the same confirmation.
 const MAX_WAITING_ORIGINS: usize = 16;
+/// Confirmations (RPC calls) one peer's announcements may have in flight:
+/// one peer cannot take all of `EngineConfig::max_confirming`.
+const MAX_CONFIRMING_PER_PEER: usize = 4;
+/// How long the announcements of a peer that announced a deal the chain says
+/// does not exist are ignored without an RPC call.
+const MISLED_FOR: Duration = Duration::from_secs(600);
+/// Peers remembered as having announced a made-up deal (cleared when full).
+const MAX_MISLED_PEERS: usize = 4_096;
 /// Seconds past `resolveDeadline` (chain time) after which a dispute is expired.
 const EXPIRY_GRACE_SECS: u64 = 60;
 /// Without a certificate this many commit windows after entering the reveal

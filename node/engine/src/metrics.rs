@@ -40,7 +40,9 @@ pub struct EngineMetrics {
     /// Gossip ignored unverified by a bound, by which (early_quota: a peer's
     /// share of the early buffers; pending_quota: a peer's messages waiting
     /// for verification; commits_full; evidence_busy: evidence naming an
-    /// unloaded epoch while another waits for its committee).
+    /// unloaded epoch while another waits for its committee; confirm_quota:
+    /// a peer's announcements being checked; misled_by: announcements of a
+    /// peer that recently announced a deal that does not exist).
     pub gossip_bounded: Family<ResultLabel, Counter>,
     /// Commit-reveal events, by result (valid_commit / invalid_commit /
     /// late_commit / uncounted_reveal / fallback / late_fallback).

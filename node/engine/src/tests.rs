@@ -248,6 +248,16 @@ fn ready(a: &DisputeAnnouncement) -> Gathered {
     }))
 }
 
+fn confirms(actions: &[Action]) -> Vec<Box<DisputeAnnouncement>> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Confirm { announcement, .. } => Some(announcement.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn reports(actions: &[Action]) -> Vec<(Topic, Validation)> {
     actions
         .iter()
@@ -606,17 +616,15 @@ fn a_gossiped_dispute_is_acted_on_only_when_the_chain_confirms_it() {
     let actions = rig.drain();
     assert!(actions.iter().all(|x| !matches!(x, Action::Confirm { .. })), "no RPC for repeats");
     assert!(reports(&actions).iter().all(|(_, acc)| *acc == Validation::Reject));
-    // Confirmation work is bounded however many distinct deals are announced.
+    // Confirmation work is bounded however many distinct deals are announced
+    // by however many peers.
     let cfg = EngineConfig::default();
     let mut asked = Vec::new();
     for n in 0..1_000u32 {
         let mut x = announcement(7);
         x.deal_id = keccak256(n.to_be_bytes());
         rig.engine.on_gossip(origin(1), Gossip::Dispute(x), rig.now);
-        asked.extend(rig.drain().into_iter().filter_map(|x| match x {
-            Action::Confirm { announcement, .. } => Some(announcement),
-            _ => None,
-        }));
+        asked.extend(confirms(&rig.drain()));
     }
     assert_eq!(asked.len(), cfg.max_confirming);
     // While they are in flight a real announcement waits for the watcher too.
@@ -634,6 +642,72 @@ fn a_gossiped_dispute_is_acted_on_only_when_the_chain_confirms_it() {
     let actions = rig.drain();
     assert!(reports(&actions).contains(&(Topic::Disputes, Validation::Accept)));
     assert_eq!(rig.phase(&b), Phase::Fetching);
+}
+
+/// One peer flooding made-up deals costs a bounded number of RPC calls: at
+/// most `MAX_CONFIRMING_PER_PEER` at once (the rest of `max_confirming` stays
+/// free for other peers), and none for `MISLED_FOR` once the chain refuted one.
+#[test]
+fn a_peer_announcing_made_up_deals_costs_a_few_rpc_calls_not_one_per_message() {
+    let mut rig = Rig::new(Some(0));
+    let hostile = next_peer();
+    let from_hostile = |n: u32| Origin { id: n.to_be_bytes().to_vec(), peer: hostile };
+    let made_up = |n: u32| {
+        let mut x = announcement(7);
+        x.deal_id = keccak256(n.to_be_bytes());
+        x
+    };
+    let mut asked = Vec::new();
+    for n in 0..1_000u32 {
+        rig.engine.on_gossip(from_hostile(n), Gossip::Dispute(made_up(n)), rig.now);
+        asked.extend(confirms(&rig.drain()));
+    }
+    assert_eq!(asked.len(), MAX_CONFIRMING_PER_PEER);
+    // Another peer's real announcement is still checked at once.
+    let real = announcement(2);
+    rig.engine.on_gossip(origin(5), Gossip::Dispute(real.clone()), rig.now);
+    assert_eq!(confirms(&rig.drain()).len(), 1);
+    // The chain refutes one: the peer's later announcements cost nothing,
+    // though its other checks have returned their quota.
+    rig.engine.on_confirmed(
+        *asked[0].clone(),
+        ConfirmSource::Gossip,
+        Ok(Confirmation::NoSuchDeal),
+        rig.now,
+    );
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, Validation::Reject)]);
+    for a in &asked[1..] {
+        rig.engine.on_confirmed(
+            *a.clone(),
+            ConfirmSource::Gossip,
+            Ok(Confirmation::NoSuchDeal),
+            rig.now,
+        );
+    }
+    rig.drain();
+    for n in 1_000..2_000u32 {
+        rig.engine.on_gossip(from_hostile(n), Gossip::Dispute(made_up(n)), rig.now);
+        let actions = rig.drain();
+        assert!(confirms(&actions).is_empty(), "no RPC call for a misleading peer");
+        assert_eq!(reports(&actions), vec![(Topic::Disputes, Validation::Ignore)]);
+    }
+    // An announcement that is only a transient failure does not mark a peer.
+    let flaky = next_peer();
+    let x = made_up(5_000);
+    rig.engine.on_gossip(Origin { id: vec![1], peer: flaky }, Gossip::Dispute(x.clone()), rig.now);
+    rig.drain();
+    rig.engine.on_confirmed(x, ConfirmSource::Gossip, Err("timeout".into()), rig.now);
+    rig.drain();
+    rig.engine.on_gossip(
+        Origin { id: vec![2], peer: flaky },
+        Gossip::Dispute(made_up(5_001)),
+        rig.now,
+    );
+    assert_eq!(confirms(&rig.drain()).len(), 1);
+    // After `MISLED_FOR` the misleading peer is heard again.
+    rig.now += MISLED_FOR;
+    rig.engine.on_gossip(from_hostile(9_999), Gossip::Dispute(made_up(9_999)), rig.now);
+    assert_eq!(confirms(&rig.drain()).len(), 1);
 }
 
 #[test]
@@ -767,6 +841,63 @@ fn settled_disputes_are_evicted_with_their_builder_and_conflict_state() {
         vec![(Topic::Verdicts, Validation::Ignore), (Topic::Disputes, Validation::Ignore)]
     );
     assert_eq!(rig.engine.batch_due(), None);
+}
+
+/// An Attestor's question requested again after a timeout keeps its request
+/// id: the second `Disputed` log (a later deadline) opens the id afresh,
+/// whether the first round is still in memory or already evicted, and the
+/// node signs the same commitment again. A repeated log with the same
+/// deadline changes nothing, and a peer announcing the new round first is
+/// not penalised.
+#[test]
+fn a_request_made_again_after_a_timeout_is_handled_afresh_with_the_same_commitment() {
+    let cfg = EngineConfig { retain_settled: Duration::from_secs(10), ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    let a = announcement(0x31);
+    let first = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    // No certificate by the deadline: `timeoutRefund` settles it.
+    rig.engine.on_settled_log(a.deal_id, None, rig.now);
+    rig.drain();
+    assert_eq!(rig.phase(&a), Phase::Settled);
+    rig.engine.on_disputed_log(a.clone());
+    assert!(rig.drain().is_empty(), "the same log again is not a new round");
+
+    let mut again = a.clone();
+    again.resolve_deadline += 3_600;
+    again.block_number += 100;
+    rig.engine.on_gossip(origin(2), Gossip::Dispute(again.clone()), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, Validation::Ignore)]);
+    rig.engine.on_disputed_log(again.clone());
+    let actions = rig.drain();
+    assert!(actions.iter().any(|x| matches!(x, Action::Prune(id) if *id == a.deal_id)));
+    assert_eq!(confirms(&actions).len(), 1, "{actions:?}");
+    rig.engine.on_confirmed(
+        again.clone(),
+        ConfirmSource::Chain,
+        Ok(Confirmation::Disputed),
+        rig.now,
+    );
+    assert_eq!(rig.phase(&again), Phase::Fetching);
+    rig.engine.on_gathered(again.deal_id, ready(&again), rig.now);
+    rig.drain();
+    rig.engine.on_replayed(again.deal_id, Ok(envelope(&again, ReexecVerdict::Reproduced)), rig.now);
+    let signed = rig.drain().into_iter().find_map(|x| match x {
+        Action::Sign { commitment, .. } => Some(commitment),
+        _ => None,
+    });
+    assert_eq!(signed, Some(first.commitment), "the same commitment, signed again");
+
+    // Evicted after it times out again: a third round is checked on chain too.
+    rig.engine.on_settled_log(a.deal_id, None, rig.now);
+    rig.later(Duration::from_secs(10));
+    rig.engine.on_tick(rig.now);
+    rig.drain();
+    assert!(rig.engine.view(&a.deal_id).is_none());
+    let mut third = again.clone();
+    third.resolve_deadline += 3_600;
+    rig.confirm(&third);
+    assert_eq!(rig.phase(&third), Phase::Fetching);
 }
 
 #[test]

@@ -250,17 +250,18 @@ async fn a_hostile_peer_naming_future_epochs_cannot_stop_settlement() {
     net.0.wait_mesh(Duration::from_secs(60)).await.unwrap();
     let epoch = net.0.nodes[0].get("/status").await.unwrap()["epoch"].as_u64().unwrap();
 
-    // Baseline: node 1's RPC calls over 10 s of quiet.
-    let before = proxy.total();
+    // Baseline: node 1's RPC calls (and deal reads) over 10 s of quiet.
+    let (before, reads_before) = (proxy.total(), proxy.count("eth_call"));
     tokio::time::sleep(Duration::from_secs(10)).await;
     let quiet = proxy.total() - before;
+    let quiet_reads = proxy.count("eth_call") - reads_before;
 
     let targets = vec![net.0.nodes[0].p2p.clone(), net.0.nodes[1].p2p.clone()];
     let flood = Flood { future_certificates: 50, future_partials: 300, fake_announcements: 1_000 };
     let (published, stop) = hostile_flood(targets, net.0.deployment.escrow, epoch, flood).await;
     // Measured from the flood's start until 10 s after its last round (the
     // flood waits for both targets to subscribe first).
-    let before = proxy.total();
+    let (before, reads_before) = (proxy.total(), proxy.count("eth_call"));
     let started = std::time::Instant::now();
     while published.load(Ordering::Relaxed) < 1_350 && started.elapsed() < Duration::from_secs(40) {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -268,24 +269,33 @@ async fn a_hostile_peer_naming_future_epochs_cannot_stop_settlement() {
     tokio::time::sleep(Duration::from_secs(10)).await;
     let window = started.elapsed();
     let flooded = proxy.total() - before;
+    let reads = proxy.count("eth_call") - reads_before;
     let published = published.load(Ordering::Relaxed);
     assert!(published >= 1_000, "the hostile peer published {published}");
-    let quiet_rate = quiet as f64 / 10.0;
     // Figures for the note (not a timing assertion: RPC calls are counted).
     #[allow(clippy::disallowed_macros)]
     {
         eprintln!(
             "hardening: hostile peer published {published} messages; node 1 made {flooded} RPC \
-             calls in {window:.1?} from the flood's start vs {quiet} in 10 s of quiet ({} deal reads)",
-            proxy.count("eth_call")
+             calls ({reads} deal reads) in {window:.1?} from the flood's start vs {quiet} \
+             ({quiet_reads} deal reads) in 10 s of quiet"
         );
     }
+    let window = window.as_secs_f64();
+    // Each made-up announcement checked costs two deal reads (at the
+    // confirmed block, then at the latest): the hostile peer gets 4 checks
+    // in flight before the chain refutes its first one, and none after, so 8
+    // reads (measured: 8; before the per-peer bound: 79; before the global
+    // cap: ~1,158 calls). 4 reads of slack for the quiet rate's noise.
     assert!(
-        // At most `max_confirming` (32) announcements are checked at once, a
-        // few calls each: bounded by the cap, not by the 1,000 messages
-        // (before the fix: ~1,158 extra calls).
-        flooded as f64 <= quiet_rate * window.as_secs_f64() + 100.0,
-        "gossip made node 1 do RPC work: {flooded} calls in {window:?} vs {quiet} per 10 s quiet"
+        reads as f64 <= quiet_reads as f64 / 10.0 * window + 12.0,
+        "gossip made node 1 read deals: {reads} reads in {window:.1} s vs {quiet_reads} per 10 s quiet"
+    );
+    // And the rest of its RPC work stays at the quiet rate (a loose bound:
+    // the watcher's own rate varies with the load of the machine).
+    assert!(
+        flooded as f64 <= quiet as f64 / 10.0 * window * 1.5 + 50.0,
+        "gossip made node 1 do RPC work: {flooded} calls in {window:.1} s vs {quiet} per 10 s quiet"
     );
     // Nobody loaded a committee for an epoch that did not exist.
     for n in &net.0.nodes {
