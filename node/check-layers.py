@@ -18,7 +18,7 @@ import sys
 # IO adapters and plain data: they may name each other only as listed in
 # ARCHITECTURE.md, and never the service layer.
 LEAVES = {
-    "anchor", "chain", "config", "contracts", "dispute", "economics", "http", "inspect",
+    "anchor", "attestation", "chain", "config", "contracts", "dispute", "economics", "http", "inspect",
     "interchange", "keys", "keystore", "p2p", "rpc", "signer", "store",
 }
 SERVICE = {"node", "api", "metrics", "observe", "adapters", "content", "faults"}

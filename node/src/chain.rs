@@ -1122,6 +1122,12 @@ pub fn decode_revert(data: &[u8]) -> String {
     if let Ok(e) = IRegistry::IRegistryErrors::abi_decode(data) {
         return format!("{e:?}");
     }
+    if let Ok(e) = crate::contracts::IAttestor::IAttestorErrors::abi_decode(data) {
+        return format!("{e:?}");
+    }
+    if let Ok(e) = crate::contracts::IProofVerifier::IProofVerifierErrors::abi_decode(data) {
+        return format!("{e:?}");
+    }
     format!("0x{}", alloy_primitives::hex::encode(data))
 }
 

@@ -2,10 +2,11 @@
 
 use crate::SignerArgs;
 use crate::{
-    print_json, AccountArgs, AccountChainArgs, AnchorArgs, ChainArgs, ContentCommand, DataDirArgs,
-    ProtectionCommand, RegisterArgs, ResolverArgs, RewardsArgs, SlashArgs, VerifyArgs, WitnessArgs,
+    print_json, AccountArgs, AccountChainArgs, AnchorArgs, AttestCommand, ChainArgs,
+    ContentCommand, DataDirArgs, ProtectionCommand, RegisterArgs, ResolverArgs, RewardsArgs,
+    SlashArgs, VerifyArgs, WitnessArgs,
 };
-use alloy_primitives::{hex, Address, Bytes, B256};
+use alloy_primitives::{hex, Address, Bytes, B256, U256};
 use alloy_provider::{Provider, ProviderBuilder};
 use alloy_rpc_types_eth::{BlockNumberOrTag, Filter};
 use alloy_sol_types::SolEvent;
@@ -16,7 +17,7 @@ use resolvd_node::{
     api,
     chain::Chain,
     config::{LogFormat, NodeConfig},
-    contracts::{deal_state, IEscrow, IRegistry},
+    contracts::{deal_state, IAttestor, IEscrow, IRegistry},
     dispute::{AnchorRef, AnchorStatus},
     keys,
     node::Node,
@@ -681,4 +682,153 @@ pub(crate) async fn signer(args: SignerArgs) -> eyre::Result<()> {
         shutdown_signal().await;
     })
     .await
+}
+
+/// `resolvd attest request|status|verify`.
+pub(crate) async fn attest(cmd: AttestCommand) -> eyre::Result<()> {
+    use resolvd_node::{attestation, contracts::IProofVerifier};
+    match cmd {
+        AttestCommand::Request {
+            attestor,
+            account,
+            spec,
+            anchor,
+            delivery,
+            token,
+            fee,
+            window,
+            no_publish,
+        } => {
+            let read = |p: &std::path::Path| {
+                std::fs::read(p).wrap_err_with(|| format!("reading {}", p.display()))
+            };
+            let (spec, anchor, delivery) = (read(&spec)?, read(&anchor)?, read(&delivery)?);
+            let question =
+                attestation::question(&spec, &anchor, &delivery).map_err(|e| eyre!(e))?;
+            let chain = connect(&attestor.chain(), Some(&account)).await?;
+            let token = match token {
+                Some(t) => t,
+                None => chain.view(chain.registry, IRegistry::bondTokenCall {}, None).await?,
+            };
+            let fee = match fee {
+                Some(f) => f,
+                None => {
+                    chain
+                        .view(chain.registry, IRegistry::minResolverFeeCall { token }, None)
+                        .await?
+                }
+            };
+            let window = match window {
+                Some(w) => U256::from(w),
+                None => {
+                    chain.view(chain.registry, IRegistry::minResolveWindowCall {}, None).await?
+                }
+            };
+            let input_hash = attestation::input_hash(&question);
+            let approve =
+                resolvd_node::contracts::IERC20::approveCall { spender: chain.escrow, amount: fee };
+            chain.send(token, approve).await?;
+            let (spec, anchor, delivery) = if no_publish {
+                (Bytes::new(), Bytes::new(), Bytes::new())
+            } else {
+                (spec.into(), anchor.into(), delivery.into())
+            };
+            let call = IAttestor::requestCall {
+                question,
+                terms: resolvd_node::contracts::RequestTerms { token, fee, resolveWindow: window },
+                spec,
+                prestateAnchor: anchor,
+                delivery,
+            };
+            let tx = chain.send(chain.escrow, call).await?;
+            let status = attestation::status(&chain, input_hash).await?;
+            print_json(&serde_json::json!({
+                "inputHash": input_hash,
+                "requestId": status.request_id,
+                "epoch": status.epoch,
+                "resolveDeadline": status.resolve_deadline,
+                "fee": fee.to_string(),
+                "token": token,
+                "tx": tx.tx_hash,
+                "gasUsed": tx.gas_used,
+            }))
+        }
+        AttestCommand::Status { attestor, input_hash, proof } => {
+            let chain = connect(&attestor.chain(), None).await?;
+            let status = attestation::status(&chain, input_hash).await?;
+            let mut out = serde_json::to_value(&status)?;
+            if proof {
+                let p = attestation::proof_from_chain(&chain, status.request_id).await?;
+                out["proof"] = serde_json::json!(p.map(|p| p.encode()));
+            }
+            print_json(&out)
+        }
+        AttestCommand::Verify {
+            attestor,
+            verifier,
+            input_hash,
+            output_hash,
+            proof,
+            from_chain,
+        } => {
+            let chain = connect(&attestor.chain(), None).await?;
+            let output_hash =
+                match output_hash {
+                    Some(o) => o,
+                    None => attestation::status(&chain, input_hash).await?.output_hash.ok_or_else(
+                        || eyre!("{input_hash} has no recorded answer: pass --output-hash"),
+                    )?,
+                };
+            let proof: Bytes = match (proof, from_chain) {
+                (Some(hex_proof), _) => hex::decode(hex_proof.trim())
+                    .map_err(|e| eyre!("--proof is not hex: {e}"))?
+                    .into(),
+                (None, true) => {
+                    let request_id =
+                        attestation::request_id(chain.chain_id, chain.escrow, input_hash);
+                    attestation::proof_from_chain(&chain, request_id)
+                        .await?
+                        .ok_or_else(|| {
+                            eyre!("{input_hash} was not answered by a resolve transaction")
+                        })?
+                        .encode()
+                }
+                (None, false) => Bytes::new(),
+            };
+            let metadata: Bytes = alloy_sol_types::SolValue::abi_encode(&chain.escrow).into();
+            let call = IProofVerifier::verifyCall {
+                inputHash: input_hash,
+                outputHash: output_hash,
+                metadata: metadata.clone(),
+                proof: proof.clone(),
+            };
+            let valid = chain.view(verifier, call, None).await?;
+            // The reason, from the check `verify` runs.
+            let reason = match (valid, proof.is_empty()) {
+                (true, _) => None,
+                (false, true) => Some("no such recorded answer".to_owned()),
+                (false, false) => {
+                    let check = IProofVerifier::checkCertificateCall {
+                        attestor: chain.escrow,
+                        inputHash: input_hash,
+                        outputHash: output_hash,
+                        proof: proof.clone(),
+                    };
+                    match chain.view(verifier, check, None).await {
+                        Ok(_) => None,
+                        Err(e) => Some(e.to_string()),
+                    }
+                }
+            };
+            print_json(&serde_json::json!({
+                "valid": valid,
+                "inputHash": input_hash,
+                "outputHash": output_hash,
+                "mode": if proof.is_empty() { "recorded" } else { "certificate" },
+                "reason": reason,
+            }))?;
+            ensure!(valid, "the proof does not verify");
+            Ok(())
+        }
+    }
 }

@@ -210,6 +210,7 @@ alloy_sol_types::sol! {
         error BitmapTooLong(uint256 length, uint256 maximum);
         error PositionOutOfRange(uint256 position, uint256 members);
         function positionOf(uint256 epoch, uint256 index) external view returns (uint256);
+        function signerBitmap(uint256 epoch, uint256[] calldata indices) external view returns (bytes memory bitmap);
         function MAX_COMMITTEE_SIZE() external view returns (uint256);
 
         event ExitRequested(uint256 indexed resolver, address indexed operator, uint256 withdrawableAt);
@@ -245,6 +246,73 @@ alloy_sol_types::sol! {
         function setGasRefundCap(address token, uint256 cap) external;
         function setCommitRevealMs(uint32 commitPhaseMs) external;
         function rewardInfo(uint256 resolver) external view returns (address operator, uint256 stake, uint256 joinedEpoch, uint256 leftEpoch, bool slashed);
+    }
+
+    /// The six content hashes an attestation answers (contracts/src/libraries/AttestationHash.sol).
+    #[derive(Debug, PartialEq, Eq)]
+    struct Question {
+        bytes32 specHash;
+        bytes32 deliveryHash;
+        bytes32 prestateAnchorHash;
+        bytes32 prestateRoot;
+        bytes32 backendId;
+        bytes32 backendVersionHash;
+    }
+
+    #[derive(Debug)]
+    struct RequestTerms {
+        address token;
+        uint256 fee;
+        uint256 resolveWindow;
+    }
+
+    /// The Attestor's record of an answer (Solidity `Attestation`).
+    #[derive(Debug)]
+    struct AttestationRecord {
+        bytes32 resultHash;
+        bytes32 traceHash;
+        uint64 epoch;
+        uint64 attestedAt;
+        uint8 outcome;
+    }
+
+    /// The attestor (contracts/src/Attestor.sol); it also has the escrow's
+    /// surface the node serves (`IEscrow`: events, `deal`, `resolve`, fees).
+    #[derive(Debug)]
+    interface IAttestor {
+        event AttestationRequested(bytes32 indexed requestId, bytes32 indexed inputHash, address indexed requester, address token, uint256 fee, uint256 epoch, uint256 resolveDeadline);
+        event Attested(bytes32 indexed requestId, bytes32 indexed inputHash, bytes32 outputHash, uint8 outcome, uint256 epoch);
+
+        error RequestPending(bytes32 requestId);
+        error AlreadyAttested(bytes32 inputHash);
+
+        function request(Question calldata question, RequestTerms calldata terms, bytes calldata spec, bytes calldata prestateAnchor, bytes calldata delivery) external returns (bytes32 requestId, bytes32 inputHash);
+        function publish(bytes32 requestId, bytes calldata spec, bytes calldata prestateAnchor, bytes calldata delivery) external;
+        function requestIdOf(bytes32 inputHash) external view returns (bytes32);
+        function inputHashOf(Question calldata question) external pure returns (bytes32);
+        function outputHashOf(uint8 outcome, bytes32 resultHash, bytes32 traceHash) external pure returns (bytes32);
+        function attestation(bytes32 inputHash) external view returns (AttestationRecord memory);
+        function outputOf(bytes32 inputHash) external view returns (bytes32 outputHash, uint256 epoch);
+        function resolve(VerdictCommitment calldata commitment, bytes calldata nonSigners, bytes calldata aggregateSignature) external;
+        function resolve(VerdictCommitment calldata commitment, uint256[] calldata nonSigners, bytes calldata aggregateSignature) external;
+    }
+
+    /// ERC-8301's `IProofVerifier` as resolvd implements it
+    /// (contracts/src/ResolvdProofVerifier.sol).
+    #[derive(Debug)]
+    interface IProofVerifier {
+        error ForeignRegistry(address attestor, address registry);
+        error NotRequested(bytes32 inputHash);
+        error WrongEpoch(uint256 epoch, uint256 pinned);
+        error WrongQuestion(bytes32 inputHash, bytes32 committed);
+        error WrongOutput(bytes32 outputHash, bytes32 committed);
+        error Contradicted(bytes32 recorded);
+        error SlashedSignersDecide(uint256 signedStake, uint256 totalStake);
+
+        function registry() external view returns (address);
+        function verify(bytes32 inputHash, bytes32 outputHash, bytes calldata metadata, bytes calldata proof) external view returns (bool valid);
+        function recorded(address attestor, bytes32 inputHash) external view returns (bytes32 outputHash, uint256 epoch);
+        function checkCertificate(address attestor, bytes32 inputHash, bytes32 outputHash, bytes calldata proof) external view;
     }
 
     /// ERC-20 (bond and deal token).

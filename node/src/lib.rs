@@ -7,6 +7,7 @@
 //!   chain, replay and timer events into the engine and performs its actions;
 //! - [`content`]: content by hash over libp2p, with serving and connection limits;
 //! - [`chain`] and [`contracts`]: JSON-RPC access to the escrow and registry;
+//!   [`attestation`]: an Attestor's questions, answers and ERC-8301 proofs;
 //!   [`anchor`]: anchors checked canonical and final before a replay;
 //!   [`rpc`]: its endpoints (http(s), ws(s), TLS, failover, health, new heads);
 //! - [`p2p`]: gossip and content exchange;
@@ -26,6 +27,7 @@
 pub mod adapters;
 pub mod anchor;
 pub mod api;
+pub mod attestation;
 pub mod chain;
 pub mod config;
 pub mod content;

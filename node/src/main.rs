@@ -77,6 +77,102 @@ enum Command {
     /// first: the database is opened exclusively.
     #[command(subcommand)]
     Protection(ProtectionCommand),
+    /// Replay attestations of an Attestor: request one, read where it
+    /// stands, check an answer as an ERC-8301 proof.
+    #[command(subcommand)]
+    Attest(AttestCommand),
+}
+
+/// The Attestor an `attest` command talks to.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AttestorArgs {
+    /// JSON-RPC endpoint.
+    #[arg(long, env = "RESOLVD_RPC_URL", default_value = "http://127.0.0.1:8545")]
+    pub(crate) rpc_url: String,
+    /// The Attestor contract.
+    #[arg(long, env = "RESOLVD_ATTESTOR")]
+    pub(crate) attestor: Address,
+    /// PEM CA certificates trusted for `https://` / `wss://` besides the webpki roots.
+    #[arg(long, env = "RESOLVD_CA_FILE")]
+    pub(crate) ca_file: Option<PathBuf>,
+}
+
+impl AttestorArgs {
+    /// The Attestor is reached like an escrow.
+    pub(crate) fn chain(&self) -> ChainArgs {
+        ChainArgs {
+            rpc_url: self.rpc_url.clone(),
+            escrow: self.attestor,
+            ca_file: self.ca_file.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum AttestCommand {
+    /// Request an attestation of the question the content files ask,
+    /// paying a fee (approved and pulled at once); prints its inputHash and
+    /// requestId. The delivery's replay witness must reach the nodes by hash
+    /// (`resolvd content put` to a node).
+    Request {
+        #[command(flatten)]
+        attestor: AttestorArgs,
+        #[command(flatten)]
+        account: AccountArgs,
+        /// Canonical SpecV1 bytes.
+        #[arg(long)]
+        spec: PathBuf,
+        /// Canonical PrestateAnchorV1 bytes (`resolvd anchor --out`).
+        #[arg(long)]
+        anchor: PathBuf,
+        /// Canonical DeliveryV1 bytes (the plan and claimed result).
+        #[arg(long)]
+        delivery: PathBuf,
+        /// Fee token (default: the registry's bond token).
+        #[arg(long)]
+        token: Option<Address>,
+        /// Fee in token base units (default: the registry's `minResolverFee(token)`).
+        #[arg(long)]
+        fee: Option<U256>,
+        /// Seconds the committee has to answer (default: the registry's `minResolveWindow`).
+        #[arg(long)]
+        window: Option<u64>,
+        /// Do not publish the content on chain (the nodes must fetch it by hash from peers).
+        #[arg(long)]
+        no_publish: bool,
+    },
+    /// Where the request for a question stands, and its recorded answer.
+    Status {
+        #[command(flatten)]
+        attestor: AttestorArgs,
+        /// The question's inputHash.
+        input_hash: B256,
+        /// Also print the certificate of the answering `resolve` as a
+        /// stateless ERC-8301 proof (hex).
+        #[arg(long)]
+        proof: bool,
+    },
+    /// Check an answer through a `ResolvdProofVerifier` as an ERC-8301
+    /// proof; exits non-zero (with the reason) when it does not verify.
+    Verify {
+        #[command(flatten)]
+        attestor: AttestorArgs,
+        /// The ResolvdProofVerifier of the Attestor's registry.
+        #[arg(long, env = "RESOLVD_PROOF_VERIFIER")]
+        verifier: Address,
+        /// The question's inputHash.
+        input_hash: B256,
+        /// The outputHash to check (default: the recorded answer's).
+        #[arg(long)]
+        output_hash: Option<B256>,
+        /// A certificate proof (hex of `abi.encode(commitment, epoch, nonSigners, signature)`).
+        #[arg(long, conflicts_with = "from_chain")]
+        proof: Option<String>,
+        /// Check statelessly with the certificate of the answering `resolve`
+        /// transaction (default: the recorded answer, an empty proof).
+        #[arg(long)]
+        from_chain: bool,
+    },
 }
 
 /// The data dir and key a protection command works on.
@@ -610,6 +706,7 @@ fn main() -> eyre::Result<()> {
         }
         Command::Keys(cmd) => keys(cmd)?,
         Command::Protection(cmd) => commands::protection(cmd)?,
+        Command::Attest(cmd) => runtime()?.block_on(commands::attest(cmd))?,
         Command::Signer(args) => {
             commands::init_logging(cli.log_format.unwrap_or(LogFormat::Human), "info");
             runtime()?.block_on(commands::signer(args))?;

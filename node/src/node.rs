@@ -1228,7 +1228,7 @@ impl Node {
 
     fn on_chain_event(&mut self, event: ChainEvent, now: Instant) {
         match event {
-            ChainEvent::Disputed(a) => self.engine.on_disputed_log(*a),
+            ChainEvent::Disputed(a) => self.engine.on_disputed_log(*a, now),
             ChainEvent::SpecPublished { spec, anchor } => {
                 for (tag, bytes) in [("spec", spec), ("prestate-anchor", anchor)] {
                     if let Err(e) = self.store.put_content(tag, &bytes) {

@@ -33,6 +33,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod attest;
+pub use attest::OpenRequest;
+
 /// Password of every devnet keystore (a throwaway network).
 pub const PASSWORD: &str = "resolvd-devnet";
 /// Bond per resolver, in bond-token units (18 decimals).
@@ -220,6 +223,10 @@ pub struct Artifacts {
     pub registry: Bytes,
     /// `Escrow`.
     pub escrow: Bytes,
+    /// `Attestor`.
+    pub attestor: Bytes,
+    /// `ResolvdProofVerifier`.
+    pub verifier: Bytes,
 }
 
 impl Artifacts {
@@ -240,6 +247,8 @@ impl Artifacts {
             token: read("TestToken")?,
             registry: read("ResolverRegistry")?,
             escrow: read("Escrow")?,
+            attestor: read("Attestor")?,
+            verifier: read("ResolvdProofVerifier")?,
         })
     }
 }
@@ -253,6 +262,10 @@ pub struct Deployment {
     pub registry: Address,
     /// Escrow.
     pub escrow: Address,
+    /// Attestor on the same registry (every node serves it too).
+    pub attestor: Address,
+    /// The ERC-8301 proof verifier of the registry.
+    pub verifier: Address,
     /// Block of the escrow deployment (nodes scan from here).
     pub block: u64,
 }
@@ -349,7 +362,8 @@ pub async fn activate(
     Ok(u64::try_from(epoch)?)
 }
 
-/// Deploys token, registry and escrow from `deployer` and allows the replay backend.
+/// Deploys token, registry, escrow, attestor and proof verifier from
+/// `deployer` and allows the replay backend.
 pub async fn deploy(
     provider: &DynProvider,
     artifacts: &Artifacts,
@@ -378,7 +392,12 @@ pub async fn deploy(
     init.extend_from_slice(&args);
     let (registry, _) = create(provider, deployer, init.into()).await?;
     let (escrow, block) = deploy_escrow(provider, artifacts, deployer, registry).await?;
-    Ok(Deployment { token, registry, escrow, block })
+    let (attestor, _) =
+        deploy_verdict_contract(provider, artifacts.attestor.clone(), deployer, registry).await?;
+    let mut init = artifacts.verifier.to_vec();
+    init.extend_from_slice(&(registry,).abi_encode_params());
+    let (verifier, _) = create(provider, deployer, init.into()).await?;
+    Ok(Deployment { token, registry, escrow, attestor, verifier, block })
 }
 
 /// Deploys an escrow on `registry` (owned by `deployer`) with the EVM V1
@@ -389,8 +408,19 @@ pub async fn deploy_escrow(
     deployer: Address,
     registry: Address,
 ) -> eyre::Result<(Address, u64)> {
+    deploy_verdict_contract(provider, artifacts.escrow.clone(), deployer, registry).await
+}
+
+/// Deploys an Escrow or an Attestor (`creation` code; both take
+/// `(registry, owner)`) owned by `deployer`, with the EVM V1 backend allowed.
+async fn deploy_verdict_contract(
+    provider: &DynProvider,
+    creation: Bytes,
+    deployer: Address,
+    registry: Address,
+) -> eyre::Result<(Address, u64)> {
     use alloy_sol_types::SolValue;
-    let mut init = artifacts.escrow.to_vec();
+    let mut init = creation.to_vec();
     init.extend_from_slice(&(registry, deployer).abi_encode_params());
     let (escrow, block) = create(provider, deployer, init.into()).await?;
     let allow = IEscrow::setBackendCall {
@@ -813,7 +843,8 @@ impl Devnet {
             call_from(&provider, accounts[0], registry, call).await?;
         }
 
-        // Buyer, seller and payer hold tokens and have approved the escrow once.
+        // Buyer, seller and payer hold tokens; buyer and seller have
+        // approved the escrow and the attestor once.
         let big = U256::from(10u64).pow(U256::from(30u64));
         for who in &accounts[1..3] {
             call_from(
@@ -823,13 +854,15 @@ impl Devnet {
                 IERC20::mintCall { to: *who, amount: big },
             )
             .await?;
-            call_from(
-                &provider,
-                *who,
-                deployment.token,
-                IERC20::approveCall { spender: deployment.escrow, amount: big },
-            )
-            .await?;
+            for spender in [deployment.escrow, deployment.attestor] {
+                call_from(
+                    &provider,
+                    *who,
+                    deployment.token,
+                    IERC20::approveCall { spender, amount: big },
+                )
+                .await?;
+            }
         }
         call_from(
             &provider,
@@ -901,6 +934,7 @@ impl Devnet {
             let mut config = NodeConfig { data_dir: node_dir.join("data"), ..Default::default() };
             config.chain.rpc_url = node_rpc_url.clone();
             config.chain.escrow = deployment.escrow;
+            config.chain.escrows = vec![deployment.attestor];
             config.chain.confirmations =
                 resolvd_node::config::Confirmations::Blocks(options.confirmations);
             config.chain.poll_interval_ms = 200;

@@ -3,7 +3,8 @@
 //! Starts anvil, deploys the contracts, registers and runs N `resolvd`
 //! nodes (the `resolvd` binary next to this one, built with the cargo
 //! feature `fault-injection`: the demo turns one node byzantine), settles
-//! three disputes and prints what happened. `--setup-only` deploys and
+//! three disputes, has one question attested and checked as an ERC-8301
+//! proof, and prints what happened. `--setup-only` deploys and
 //! writes the node directories for docker compose instead.
 
 #![allow(clippy::disallowed_macros)] // the demo's own terminal output
@@ -14,9 +15,10 @@ use clap::Parser;
 use eyre::{ensure, WrapErr};
 use resolvd_devnet::{DealKind, Devnet, DevnetOptions};
 use resolvd_node::{
+    attestation,
     chain::Chain,
     config::{Byzantine, FaultConfig, LogFormat},
-    contracts::{IEscrow, IRegistry},
+    contracts::{IEscrow, IProofVerifier, IRegistry},
 };
 use std::{
     path::{Path, PathBuf},
@@ -31,7 +33,8 @@ use tracing_subscriber::EnvFilter;
     name = "resolvd-devnet",
     version,
     about = "Run a local network (anvil, contracts, N registered resolvers) and a demo: \
-             an honest delivery, a false claim and an equivocator slashed"
+             an honest delivery, a false claim, an equivocator slashed and an attestation \
+             verified as an ERC-8301 proof"
 )]
 struct DevnetArgs {
     /// Log format of the library logs (stderr, warn and up unless RUST_LOG says otherwise).
@@ -105,6 +108,7 @@ fn settlement_name(code: u8) -> &'static str {
         3 => "reclaimed",
         4 => "timed out",
         5 => "cancelled (committee below minimum stake)",
+        6 => "attested",
         _ => "none",
     }
 }
@@ -198,6 +202,50 @@ fn verify(bin: &Path, net: &Devnet, deal_id: B256) -> eyre::Result<()> {
         "resolvd verify disagrees with the chain: {}",
         String::from_utf8_lossy(&out.stderr).trim()
     );
+    Ok(())
+}
+
+/// Step 5: the question of an honest delivery, asked of the Attestor with no
+/// deal; the answer's certificate checked by `ResolvdProofVerifier` as an
+/// ERC-8301 proof, statelessly.
+async fn attest(net: &mut Devnet, clock: &Clock) -> eyre::Result<()> {
+    let content = net.deal_content(DealKind::Honest).await?;
+    let request = net.request_attestation(&content, &[0], 1_800).await?;
+    let started = Instant::now();
+    clock.step(format_args!(
+        "5 attestation requested (no deal): inputHash {}, requestId {}",
+        short(request.input_hash),
+        short(request.request_id)
+    ));
+    let record = net.wait_attested(request.input_hash, Duration::from_secs(120)).await?;
+    let latency = started.elapsed();
+    let deal: resolvd_node::contracts::Deal = net
+        .view(net.deployment.attestor, IEscrow::dealCall { dealId: request.request_id })
+        .await?
+        .into();
+    let output = attestation::output_hash(record.outcome, record.resultHash, record.traceHash);
+    let chain = Chain::connect(&net.rpc_url, net.deployment.attestor, None).await?;
+    let proof = attestation::proof_from_chain(&chain, request.request_id)
+        .await?
+        .ok_or_else(|| eyre::eyre!("no resolve transaction answered the request"))?;
+    let metadata = alloy_sol_types::SolValue::abi_encode(&net.deployment.attestor);
+    let call = IProofVerifier::verifyCall {
+        inputHash: request.input_hash,
+        outputHash: output,
+        metadata: metadata.into(),
+        proof: proof.encode(),
+    };
+    let valid = net.view(net.deployment.verifier, call).await?;
+    ensure!(valid, "ResolvdProofVerifier refused the certificate");
+    clock.step(format_args!(
+        "5 {} → {} by certificate of epoch {} ({:.1}s); ResolvdProofVerifier.verify(inputHash, \
+         outputHash {}, attestor, certificate) = {valid}",
+        if record.outcome == 0 { "reproduced" } else { "failed" },
+        settlement_name(deal.settlement),
+        record.epoch,
+        latency.as_secs_f64(),
+        short(output)
+    ));
     Ok(())
 }
 
@@ -325,6 +373,7 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
         "4 `resolvd verify {}` (no key): replayed commitment == certified commitment",
         short(rows[0].deal_id)
     ));
+    attest(&mut net, &clock).await?;
     let after = bonds(&chain, n).await?;
     let mut fees = Vec::new();
     for i in 0..n {
@@ -378,6 +427,8 @@ async fn demo(options: DevnetOptions, keep: bool) -> eyre::Result<()> {
         println!("\nThe network keeps running (Ctrl-C stops it):");
         println!("  chain       {}", net.rpc_url);
         println!("  escrow      {}", net.deployment.escrow);
+        println!("  attestor    {}", net.deployment.attestor);
+        println!("  verifier    {}", net.deployment.verifier);
         for node in &net.nodes {
             println!(
                 "  node {}      api http://{}/status  metrics http://{}/metrics  log {}",

@@ -419,14 +419,22 @@ impl<O: MessageOrigin> Engine<O> {
     /// request id, maybe another epoch), or a challenge mined again after a
     /// reorg. The replay is deterministic, so a commitment signed for the
     /// first one is signed again unchanged, which slashing protection allows.
-    pub fn on_disputed_log(&mut self, a: DisputeAnnouncement) {
+    pub fn on_disputed_log(&mut self, a: DisputeAnnouncement, now: Instant) {
         if let Some(d) = self.disputes.get(&a.deal_id) {
             if a.resolve_deadline <= d.info.resolve_deadline {
                 return;
             }
             info!(target: "chain", deal = %a.deal_id, deadline = a.resolve_deadline, epoch = a.epoch, "disputed again with a later deadline: handled afresh");
-            self.forget(&a.deal_id);
-            self.push(Action::Prune(a.deal_id));
+            if a.epoch != d.info.epoch {
+                // Another committee: nothing of the first round counts.
+                self.forget(&a.deal_id);
+                self.push(Action::Prune(a.deal_id));
+            } else if self.reopen(&a, now) {
+                return;
+            } else {
+                // Started afresh below, with the partials verified so far.
+                self.disputes.remove(&a.deal_id);
+            }
         } else if self.finished.remove(&a.deal_id) {
             info!(target: "chain", deal = %a.deal_id, "a finished dispute is disputed again: checking it");
         }
@@ -445,6 +453,41 @@ impl<O: MessageOrigin> Engine<O> {
             source: ConfirmSource::Chain,
             delay: Duration::ZERO,
         });
+    }
+
+    /// Re-opens a dispute disputed again under the same epoch, keeping what
+    /// this node verified: the committee's partials are the same bytes as in
+    /// the first round, and gossip does not carry a message twice. With a
+    /// certificate (held, or buildable from the partials verified) it is
+    /// submitted again; with only the own partial it waits for the others.
+    /// `false` (nothing re-opened) when this node never signed and holds no
+    /// certificate: the dispute is then started afresh (its builder keeps
+    /// the partials verified).
+    fn reopen(&mut self, a: &DisputeAnnouncement, now: Instant) -> bool {
+        let Some(d) = self.disputes.get_mut(&a.deal_id) else { return false };
+        let held = d.submission.certificate.take();
+        let best = held.or_else(|| {
+            let builder = self.builders.get(&(a.escrow, a.epoch))?;
+            d.record.signers.keys().find_map(|digest| builder.best_certificate(digest))
+        });
+        if best.is_none() && d.own.is_none() {
+            return false;
+        }
+        d.info = a.clone();
+        d.finished_at = None;
+        d.record.resolve_deadline = a.resolve_deadline;
+        d.record.settled_by = None;
+        d.record.settlement_ms = None;
+        d.record.resolve_tx = None;
+        d.record.resolve_gas = None;
+        d.record.last_error = None;
+        d.submission = crate::dispute::Submission::default();
+        d.phase = if d.own.is_some() { Phase::Signed } else { Phase::Observing };
+        self.push(Action::PersistDispute(Box::new(a.clone()), DisputeStatus::Active));
+        if let Some(qc) = best {
+            self.on_certificate(qc, true, now);
+        }
+        true
     }
 
     /// Drops the early-buffer entries (partials, then commitments) whose

@@ -181,7 +181,7 @@ impl Rig {
 
     /// The watcher sees the `Disputed` log, the chain confirms it.
     fn confirm(&mut self, a: &DisputeAnnouncement) -> Vec<Action> {
-        self.engine.on_disputed_log(a.clone());
+        self.engine.on_disputed_log(a.clone(), self.now);
         let actions = self.drain();
         assert!(
             actions
@@ -248,11 +248,11 @@ fn ready(a: &DisputeAnnouncement) -> Gathered {
     }))
 }
 
-fn confirms(actions: &[Action]) -> Vec<Box<DisputeAnnouncement>> {
+fn confirms(actions: &[Action]) -> Vec<DisputeAnnouncement> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Confirm { announcement, .. } => Some(announcement.clone()),
+            Action::Confirm { announcement, .. } => Some((**announcement).clone()),
             _ => None,
         })
         .collect()
@@ -632,7 +632,7 @@ fn a_gossiped_dispute_is_acted_on_only_when_the_chain_confirms_it() {
     rig.engine.on_gossip(origin(5), Gossip::Dispute(b.clone()), rig.now);
     assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, Validation::Ignore)]);
     for a in asked {
-        rig.engine.on_confirmed(*a, ConfirmSource::Gossip, Ok(Confirmation::NoSuchDeal), rig.now);
+        rig.engine.on_confirmed(a, ConfirmSource::Gossip, Ok(Confirmation::NoSuchDeal), rig.now);
     }
     rig.drain();
     // The real one, confirmed: started.
@@ -670,7 +670,7 @@ fn a_peer_announcing_made_up_deals_costs_a_few_rpc_calls_not_one_per_message() {
     // The chain refutes one: the peer's later announcements cost nothing,
     // though its other checks have returned their quota.
     rig.engine.on_confirmed(
-        *asked[0].clone(),
+        asked[0].clone(),
         ConfirmSource::Gossip,
         Ok(Confirmation::NoSuchDeal),
         rig.now,
@@ -678,7 +678,7 @@ fn a_peer_announcing_made_up_deals_costs_a_few_rpc_calls_not_one_per_message() {
     assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, Validation::Reject)]);
     for a in &asked[1..] {
         rig.engine.on_confirmed(
-            *a.clone(),
+            a.clone(),
             ConfirmSource::Gossip,
             Ok(Confirmation::NoSuchDeal),
             rig.now,
@@ -844,58 +844,78 @@ fn settled_disputes_are_evicted_with_their_builder_and_conflict_state() {
 }
 
 /// An Attestor's question requested again after a timeout keeps its request
-/// id: the second `Disputed` log (a later deadline) opens the id afresh,
-/// whether the first round is still in memory or already evicted, and the
-/// node signs the same commitment again. A repeated log with the same
-/// deadline changes nothing, and a peer announcing the new round first is
-/// not penalised.
+/// id: the second `Disputed` log (a later deadline) opens the id again. Under
+/// the same epoch the committee's partials are the same bytes as in the first
+/// round and gossip does not carry them twice, so what the node verified is
+/// kept: a certificate built in the first round is submitted again, and a
+/// node that had not signed starts afresh with its peers' partials still
+/// counted. A repeated log with the same deadline changes nothing, and a peer
+/// announcing the new round first is not penalised.
 #[test]
-fn a_request_made_again_after_a_timeout_is_handled_afresh_with_the_same_commitment() {
+fn a_request_made_again_after_a_timeout_is_reopened_keeping_the_verified_partials() {
     let cfg = EngineConfig { retain_settled: Duration::from_secs(10), ..EngineConfig::default() };
-    let mut rig = Rig::with(Some(0), cfg);
+    let later = |a: &DisputeAnnouncement| {
+        let mut again = a.clone();
+        again.resolve_deadline += 3_600;
+        again.block_number += 100;
+        again
+    };
+    // The first round got a certificate too late: it timed out.
+    let mut rig = Rig::with(Some(0), cfg.clone());
     let a = announcement(0x31);
-    let first = rig.sign_through(&a, ReexecVerdict::Reproduced);
-    rig.drain();
-    // No certificate by the deadline: `timeoutRefund` settles it.
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    for s in [1, 2] {
+        rig.gossip_partial(partial(s, EPOCH, own.commitment), origin(s as u8));
+    }
+    rig.batch();
+    assert_eq!(rig.phase(&a), Phase::Certified);
     rig.engine.on_settled_log(a.deal_id, None, rig.now);
     rig.drain();
     assert_eq!(rig.phase(&a), Phase::Settled);
-    rig.engine.on_disputed_log(a.clone());
+    rig.engine.on_disputed_log(a.clone(), rig.now);
     assert!(rig.drain().is_empty(), "the same log again is not a new round");
-
-    let mut again = a.clone();
-    again.resolve_deadline += 3_600;
-    again.block_number += 100;
+    let again = later(&a);
     rig.engine.on_gossip(origin(2), Gossip::Dispute(again.clone()), rig.now);
     assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, Validation::Ignore)]);
-    rig.engine.on_disputed_log(again.clone());
+    rig.engine.on_disputed_log(again.clone(), rig.now);
     let actions = rig.drain();
-    assert!(actions.iter().any(|x| matches!(x, Action::Prune(id) if *id == a.deal_id)));
-    assert_eq!(confirms(&actions).len(), 1, "{actions:?}");
-    rig.engine.on_confirmed(
-        again.clone(),
-        ConfirmSource::Chain,
-        Ok(Confirmation::Disputed),
-        rig.now,
-    );
-    assert_eq!(rig.phase(&again), Phase::Fetching);
-    rig.engine.on_gathered(again.deal_id, ready(&again), rig.now);
-    rig.drain();
-    rig.engine.on_replayed(again.deal_id, Ok(envelope(&again, ReexecVerdict::Reproduced)), rig.now);
-    let signed = rig.drain().into_iter().find_map(|x| match x {
-        Action::Sign { commitment, .. } => Some(commitment),
+    assert!(!actions.iter().any(|x| matches!(x, Action::Prune(_))), "{actions:?}");
+    assert_eq!(rig.phase(&a), Phase::Certified);
+    assert_eq!(rig.engine.view(&a.deal_id).unwrap().resolve_deadline, again.resolve_deadline);
+    rig.later(cfg.submit_slot * 4);
+    rig.engine.on_tick(rig.now);
+    let submitted = rig.drain().into_iter().find_map(|x| match x {
+        Action::Submit { certificate, .. } => Some(certificate),
         _ => None,
     });
-    assert_eq!(signed, Some(first.commitment), "the same commitment, signed again");
+    assert_eq!(submitted.map(|qc| qc.commitment), Some(own.commitment), "submitted again");
 
-    // Evicted after it times out again: a third round is checked on chain too.
-    rig.engine.on_settled_log(a.deal_id, None, rig.now);
+    // A node that had not signed (no content) but verified its peers'
+    // partials starts afresh and certifies with them and its own.
+    let mut rig = Rig::with(Some(0), cfg.clone());
+    let b = announcement(0x32);
+    rig.confirm(&b);
+    let c = commitment(&b, ReexecVerdict::Reproduced);
+    for s in [1, 2] {
+        rig.gossip_partial(partial(s, EPOCH, c), origin(s as u8));
+    }
+    rig.batch();
+    assert_eq!(rig.phase(&b), Phase::Fetching);
+    rig.engine.on_settled_log(b.deal_id, None, rig.now);
+    rig.drain();
+    let again = later(&b);
+    let own = rig.sign_through(&again, ReexecVerdict::Reproduced);
+    assert_eq!(own.commitment, c);
+    let actions = rig.batch();
+    assert_eq!(rig.phase(&again), Phase::Certified, "{actions:?}");
+
+    // Evicted after it timed out: a new round is checked on chain too.
+    rig.engine.on_settled_log(b.deal_id, None, rig.now);
     rig.later(Duration::from_secs(10));
     rig.engine.on_tick(rig.now);
     rig.drain();
-    assert!(rig.engine.view(&a.deal_id).is_none());
-    let mut third = again.clone();
-    third.resolve_deadline += 3_600;
+    assert!(rig.engine.view(&b.deal_id).is_none());
+    let third = later(&again);
     rig.confirm(&third);
     assert_eq!(rig.phase(&third), Phase::Fetching);
 }

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use resolvd_node::contracts::{IEscrow, IRegistry, IERC20};
+use resolvd_node::contracts::{IAttestor, IEscrow, IProofVerifier, IRegistry, IERC20};
 use serde_json::Value;
 
 fn artifact(name: &str) -> Value {
@@ -89,4 +89,34 @@ fn the_token_mirror_matches_an_erc20() {
     let functions = signatures(&["TestToken"], "function");
     let calls = missing(IERC20::IERC20Calls::SIGNATURES, &functions);
     assert!(calls.is_empty(), "calls an ERC-20 does not have: {calls:?}");
+}
+
+#[test]
+fn the_attestor_and_verifier_mirrors_match_the_compiled_contracts() {
+    let functions = signatures(&["Attestor", "EscrowFees"], "function");
+    let events = signatures(&["Attestor"], "event");
+    let errors = signatures(&["Attestor", "EscrowFees"], "error");
+    assert!(functions.len() > 20 && events.len() > 10, "artifacts read");
+    // The node serves an Attestor as an escrow: the escrow surface it uses
+    // (events, deal, resolve, fees), besides the Attestor's own.
+    for (name, mirror, contract) in [
+        ("calls", IAttestor::IAttestorCalls::SIGNATURES, &functions),
+        ("events", IAttestor::IAttestorEvents::SIGNATURES, &events),
+        ("errors", IAttestor::IAttestorErrors::SIGNATURES, &errors),
+    ] {
+        let gone = missing(mirror, contract);
+        assert!(gone.is_empty(), "Attestor {name} the contract does not have: {gone:?}");
+    }
+    let gone = missing(IEscrow::IEscrowEvents::SIGNATURES, &events);
+    assert!(gone.is_empty(), "escrow events the Attestor does not emit: {gone:?}");
+    for call in ["deal(bytes32)", "domainSeparator()", "registry()", "timeoutRefund(bytes32)"] {
+        assert!(functions.contains(call), "the Attestor has no {call}");
+    }
+
+    let functions = signatures(&["ResolvdProofVerifier"], "function");
+    let errors = signatures(&["ResolvdProofVerifier"], "error");
+    let gone = missing(IProofVerifier::IProofVerifierCalls::SIGNATURES, &functions);
+    assert!(gone.is_empty(), "verifier calls the contract does not have: {gone:?}");
+    let gone = missing(IProofVerifier::IProofVerifierErrors::SIGNATURES, &errors);
+    assert!(gone.is_empty(), "verifier errors the contract does not have: {gone:?}");
 }

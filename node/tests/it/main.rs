@@ -2,6 +2,7 @@
 
 mod abi;
 mod api;
+mod attest;
 mod bench;
 mod chaos;
 mod cli;
