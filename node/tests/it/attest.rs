@@ -6,8 +6,8 @@
 //! tampered output, another contract's domain or another epoch are refused;
 //! the test ERC-8301 workflow proves its stages with the attestations through
 //! `onAgentProve`; an equivocation on an attestation is slashed under the
-//! Attestor's domain. The `resolvd attest` and `resolvd verify` commands
-//! read the same answer.
+//! Attestor's domain. `resolvd attest request` asks a question from files,
+//! and `resolvd attest status|verify` and `resolvd verify` read the answer.
 
 use crate::network::{launch, SETTLE};
 use alloy_network::TransactionBuilder;
@@ -21,6 +21,7 @@ use resolvd_node::{
     config::{Byzantine, FaultConfig},
     contracts::{Deal, IAttestor, IEscrow, IProofVerifier, IRegistry},
 };
+use resolvd_proto::Canonical;
 use std::{process::Command, time::Duration};
 
 alloy_sol_types::sol! {
@@ -267,7 +268,50 @@ async fn requests_are_attested_proven_through_erc8301_refunded_when_they_expire_
     net.0.nodes[3].wait_healthy(Duration::from_secs(60)).await.unwrap();
     net.0.wait_mesh(Duration::from_secs(120)).await.unwrap();
     let false_claim = net.0.deal_content(DealKind::FalseClaim).await.unwrap();
-    let bad = net.0.request_attestation(&false_claim, &[0, 1, 2, 3], 1_800).await.unwrap();
+    // Asked through `resolvd attest request`, from node 0's operator account
+    // (given tokens for the fee), the content read from files.
+    let operator = net.0.nodes[0].operator;
+    let mint = resolvd_node::contracts::IERC20::mintCall { to: operator, amount: fee };
+    send_from(&net.0.provider, net.0.accounts[0], TxKind::Call(token), mint.abi_encode().into())
+        .await
+        .unwrap();
+    let witness = false_claim.witness.to_canonical_bytes();
+    for n in &net.0.nodes {
+        let hash = resolvd_proto::ContentType::content_hash(&false_claim.witness);
+        assert_eq!(n.put_content("evm-witness", hash, witness.clone()).await.unwrap(), 201);
+    }
+    let files = tempfile::tempdir().unwrap();
+    let write = |name: &str, bytes: Vec<u8>| {
+        let path = files.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    };
+    let spec = write("spec.bin", false_claim.spec.to_canonical_bytes());
+    let anchor = write("anchor.bin", false_claim.anchor.to_canonical_bytes());
+    let delivery = write("delivery.bin", false_claim.delivery.to_canonical_bytes());
+    let keys = &net.0.nodes[0].config.chain;
+    let keystore = keys.account_keystore.clone().unwrap().display().to_string();
+    let password = keys.account_password_file.clone().unwrap().display().to_string();
+    let fee_s = fee.to_string();
+    let (ok, requested, err) = resolvd(
+        &[
+            &["attest", "request"][..],
+            &base,
+            &["--spec", &spec, "--anchor", &anchor, "--delivery", &delivery],
+            &["--fee", &fee_s, "--window", "1800"],
+            &["--account-keystore", &keystore, "--account-password-file", &password],
+        ]
+        .concat(),
+    );
+    assert!(ok, "{err}");
+    let bad_input = attestation::input_hash(&false_claim.question());
+    assert_eq!(requested["inputHash"], bad_input.to_string(), "{requested}");
+    let bad = resolvd_devnet::OpenRequest {
+        input_hash: bad_input,
+        request_id: requested["requestId"].as_str().unwrap().parse().unwrap(),
+        block: 0,
+    };
+    assert_eq!(bad.request_id, attestation::request_id(31_337, d.attestor, bad_input));
     let failed = net.0.wait_attested(bad.input_hash, SETTLE).await.unwrap();
     assert_eq!(failed.outcome, 1, "Failed");
     let separator = net.0.view(d.attestor, IEscrow::domainSeparatorCall {}).await.unwrap();
