@@ -5,9 +5,11 @@
 
 For every module it lists the `crate::` modules named in non-comment code
 outside `#[cfg(test)]` modules, then fails when
-  - the module graph has a cycle, or
+  - the module graph has a cycle,
   - a leaf module names a service-layer module (the event loop, the API,
-    the metrics registry, or the modules that wire leaves together).
+    the metrics registry, or the modules that wire leaves together),
+  - one IO adapter folder (chain, p2p, store, keys) names another, or
+  - a path names a re-export (`crate::rpc` for `crate::chain::rpc`).
 --graph prints the graph (one `module -> imports` line each).
 """
 
@@ -18,9 +20,12 @@ import sys
 # IO adapters and plain data: they may name each other only as listed in
 # ARCHITECTURE.md, and never the service layer.
 LEAVES = {
-    "anchor", "attestation", "chain", "config", "contracts", "dispute", "economics", "http", "inspect",
-    "interchange", "keys", "keystore", "p2p", "rpc", "signer", "store",
+    "backoff", "chain", "config", "dispute", "economics", "http", "inspect", "keys", "p2p", "signer",
+    "store",
 }
+# The IO adapters, each a folder (chain/: rpc, anchor, contracts, attestation;
+# keys/: keystore; store/: interchange): none names another.
+FOLDERS = {"chain", "p2p", "store", "keys"}
 SERVICE = {"node", "api", "metrics", "observe", "adapters", "content", "faults"}
 # Files that are not modules of the library.
 BINARY = {"main", "commands"}
@@ -78,7 +83,19 @@ def graph(root):
                 continue
             with open(os.path.join(dirpath, f)) as fh:
                 mods.setdefault(top, set()).update(names(strip(fh.read())))
+    return mods
+
+
+def edges(mods):
     return {m: {d for d in deps if d in mods and d != m} for m, deps in mods.items()}
+
+
+def hidden(mods):
+    """`crate::x` paths where x is no module of node/src: a re-export (say
+    `crate::rpc` for `crate::chain::rpc`) would hide an arrow from the check."""
+    return sorted(
+        (m, d) for m, deps in mods.items() for d in deps if d not in mods and d.islower()
+    )
 
 
 def cycles(g):
@@ -114,7 +131,8 @@ def cycles(g):
 def main(argv):
     args = [a for a in argv if not a.startswith("--")]
     root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "src")
-    g = graph(root)
+    mods = graph(root)
+    g = edges(mods)
     if "--graph" in argv:
         for m in sorted(g):
             print(f"{m} -> {', '.join(sorted(g[m])) or '(nothing)'}")
@@ -122,6 +140,11 @@ def main(argv):
     for leaf in sorted(LEAVES & set(g)):
         for bad in sorted(g[leaf] & SERVICE):
             errors.append(f"leaf module `{leaf}` names the service-layer module `crate::{bad}`")
+    for folder in sorted(FOLDERS & set(g)):
+        for bad in sorted(g[folder] & (FOLDERS - {folder})):
+            errors.append(f"adapter `{folder}` names the adapter `crate::{bad}`")
+    for m, d in hidden(mods):
+        errors.append(f"`{m}` names `crate::{d}`, which is no module here: use the full path")
     for e in errors:
         print(f"check-layers: {e}", file=sys.stderr)
     return 1 if errors else 0

@@ -65,12 +65,14 @@ pub trait ProtectionStore {
     fn check_and_record(&mut self, key: &ProtectionKey, digest: B256) -> Result<Decision>;
 }
 
-/// In-memory records, for tests (not durable).
+/// In-memory records, for tests (not durable; feature `test-utils`).
+#[cfg(any(test, feature = "test-utils"))]
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     records: HashMap<ProtectionKey, B256>,
 }
 
+#[cfg(any(test, feature = "test-utils"))]
 impl ProtectionStore for MemoryStore {
     fn check_and_record(&mut self, key: &ProtectionKey, digest: B256) -> Result<Decision> {
         let decision = decide(self.records.get(key).copied(), digest);

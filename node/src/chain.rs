@@ -1,16 +1,25 @@
 //! Chain access over JSON-RPC (alloy, over the endpoints and failover of
-//! [`crate::rpc`]): event scanning with confirmations,
+//! [`crate::chain::rpc`]): event scanning with confirmations,
 //! views at a confirmed block, committee loading, and transaction sending
 //! with revert decoding.
 //!
 //! This is an IO edge: it turns logs into [`ChainEvent`]s and calls into
 //! typed results; what to do with them is the node's state machine.
 
-use crate::contracts::{
+/// Anchor finality: a prestate anchor is canonical and final, cross-checked.
+pub mod anchor;
+/// An Attestor's questions and answers as a requester reads them.
+pub mod attestation;
+/// The hand-written ABI of the contracts the node calls.
+pub mod contracts;
+/// The JSON-RPC transport: failover, TLS, health, timeouts.
+pub mod rpc;
+
+use crate::chain::contracts::{
     deal_state, Deal, Evidence, IEscrow, IRegistry, VerdictCommitment as AbiCommitment, IERC20,
 };
-use crate::rpc::{ConnectError, EndpointHealth, Failover};
-pub use crate::rpc::{RpcOptions, RPC_CONNECT_TIMEOUT, RPC_TIMEOUT};
+use crate::chain::rpc::{ConnectError, EndpointHealth, Failover};
+pub use crate::chain::rpc::{RpcOptions, RPC_CONNECT_TIMEOUT, RPC_TIMEOUT};
 use crate::{
     config::{BlockTag, Confirmations},
     dispute::Confirmation,
@@ -313,7 +322,7 @@ impl Chain {
     }
 
     /// Connects to every endpoint of `rpc` (reads and sends fail over in
-    /// their order, see [`crate::rpc`]), checks that all that answer report
+    /// their order, see [`crate::chain::rpc`]), checks that all that answer report
     /// one chain id ([`ChainError::WrongChain`] names one that does not), and
     /// reads the escrow's registry.
     pub async fn connect_with(
@@ -398,7 +407,7 @@ impl Chain {
     }
 
     /// Every RPC endpoint on its own (the anchor cross-check).
-    pub fn readers(&self) -> Vec<crate::rpc::EndpointReader> {
+    pub fn readers(&self) -> Vec<crate::chain::rpc::EndpointReader> {
         self.transport.readers()
     }
 
@@ -1122,10 +1131,10 @@ pub fn decode_revert(data: &[u8]) -> String {
     if let Ok(e) = IRegistry::IRegistryErrors::abi_decode(data) {
         return format!("{e:?}");
     }
-    if let Ok(e) = crate::contracts::IAttestor::IAttestorErrors::abi_decode(data) {
+    if let Ok(e) = crate::chain::contracts::IAttestor::IAttestorErrors::abi_decode(data) {
         return format!("{e:?}");
     }
-    if let Ok(e) = crate::contracts::IProofVerifier::IProofVerifierErrors::abi_decode(data) {
+    if let Ok(e) = crate::chain::contracts::IProofVerifier::IProofVerifierErrors::abi_decode(data) {
         return format!("{e:?}");
     }
     format!("0x{}", alloy_primitives::hex::encode(data))

@@ -2,9 +2,9 @@
 
 use crate::SignerArgs;
 use crate::{
-    print_json, AccountArgs, AccountChainArgs, AnchorArgs, AttestCommand, ChainArgs,
-    ContentCommand, DataDirArgs, ProtectionCommand, RegisterArgs, ResolverArgs, RewardsArgs,
-    SlashArgs, VerifyArgs, WitnessArgs,
+    print_json, AccountArgs, AccountChainArgs, AnchorArgs, AttestCommand, AttestRequestArgs,
+    AttestStatusArgs, AttestVerifyArgs, ChainArgs, ContentCommand, DataDirArgs, ProtectionCommand,
+    RegisterArgs, ResolverArgs, RewardsArgs, SlashArgs, VerifyArgs, WitnessArgs,
 };
 use alloy_primitives::{hex, Address, Bytes, B256, U256};
 use alloy_provider::{Provider, ProviderBuilder};
@@ -14,9 +14,10 @@ use eyre::{bail, ensure, eyre, WrapErr};
 use resolvd_consensus::{Attestation, ConflictEvidence};
 use resolvd_node::{
     anchor::AnchorChecker,
-    api,
+    api, attestation,
     chain::Chain,
     config::{LogFormat, NodeConfig},
+    contracts::IProofVerifier,
     contracts::{deal_state, IAttestor, IEscrow, IRegistry},
     dispute::{AnchorRef, AnchorStatus},
     keys,
@@ -26,7 +27,7 @@ use resolvd_proto::{
     content_hash, decode_committed,
     wire::{self, WireMessage},
     Canonical, ContentType, DeliveryV1, EvmAnchorV1, EvmCallPlanV1, EvmSpecId, PrestateAnchorV1,
-    ReexecRequestV1,
+    ReexecRequestV1, VerdictCommitment,
 };
 use resolvd_replay::{rpc, EvmBackend, BACKEND_ID};
 use std::collections::BTreeMap;
@@ -270,48 +271,11 @@ pub(crate) async fn verify_report(args: &VerifyArgs) -> eyre::Result<(serde_json
         args.deal_id,
         deal.state
     );
-    let logs = chain
-        .provider()
-        .get_logs(&Filter::new().address(chain.escrow).topic1(args.deal_id).from_block(0u64))
-        .await?;
-    let (mut spec, mut anchor, mut delivery, mut on_chain) = (None, None, None, None);
-    for log in &logs {
-        match log.topic0() {
-            Some(&IEscrow::SpecPublished::SIGNATURE_HASH) => {
-                let e = IEscrow::SpecPublished::decode_log(&log.inner)?.data;
-                spec = Some(e.spec);
-                anchor = Some(e.prestateAnchor);
-            }
-            Some(&IEscrow::DeliveryPublished::SIGNATURE_HASH) => {
-                delivery = Some(IEscrow::DeliveryPublished::decode_log(&log.inner)?.data.delivery);
-            }
-            Some(&IEscrow::VerdictCommitted::SIGNATURE_HASH) => {
-                on_chain = IEscrow::VerdictCommitted::decode_log(&log.inner)?
-                    .data
-                    .commitment
-                    .to_commitment();
-            }
-            _ => {}
-        }
-    }
-    let on_chain = on_chain
-        .ok_or_else(|| eyre!("no VerdictCommitted for {} (settled another way)", args.deal_id))?;
-    let spec = spec.ok_or_else(|| eyre!("the spec was not published on chain"))?;
-    let anchor = anchor.ok_or_else(|| eyre!("the anchor was not published on chain"))?;
-    let delivery = delivery.ok_or_else(|| eyre!("the delivery was not published on chain"))?;
+    let Published { spec, anchor, delivery, on_chain } = published(&chain, args.deal_id).await?;
     let parsed: DeliveryV1 = decode_committed(&delivery, &deal.deliveryHash)?;
-    let witness = match (parsed.witness_hash(), &args.witness, &args.api) {
-        (None, _, _) => None,
-        (Some(_), Some(path), _) => Some(Bytes::from(std::fs::read(path)?)),
-        (Some(hash), None, Some(api)) => {
-            let url = format!("{}/content/{hash}", api.trim_end_matches('/'));
-            let res = reqwest::get(&url).await?;
-            ensure!(res.status().is_success(), "GET {url}: {}", res.status());
-            Some(res.bytes().await?.to_vec().into())
-        }
-        (Some(hash), None, None) => {
-            bail!("the delivery names witness {hash}: pass --api or --witness")
-        }
+    let witness = match parsed.witness_hash() {
+        None => None,
+        Some(hash) => Some(witness_of(args, hash).await?),
     };
     let request = ReexecRequestV1 {
         deal_id: args.deal_id,
@@ -351,6 +315,63 @@ pub(crate) async fn verify_report(args: &VerifyArgs) -> eyre::Result<(serde_json
         "onChain": on_chain,
     });
     Ok((report, matches))
+}
+
+/// What a settled deal published on chain: its content and the certified
+/// commitment.
+struct Published {
+    spec: Bytes,
+    anchor: Bytes,
+    delivery: Bytes,
+    on_chain: VerdictCommitment,
+}
+
+async fn published(chain: &Chain, deal_id: B256) -> eyre::Result<Published> {
+    let logs = chain
+        .provider()
+        .get_logs(&Filter::new().address(chain.escrow).topic1(deal_id).from_block(0u64))
+        .await?;
+    let (mut spec, mut anchor, mut delivery, mut on_chain) = (None, None, None, None);
+    for log in &logs {
+        match log.topic0() {
+            Some(&IEscrow::SpecPublished::SIGNATURE_HASH) => {
+                let e = IEscrow::SpecPublished::decode_log(&log.inner)?.data;
+                spec = Some(e.spec);
+                anchor = Some(e.prestateAnchor);
+            }
+            Some(&IEscrow::DeliveryPublished::SIGNATURE_HASH) => {
+                delivery = Some(IEscrow::DeliveryPublished::decode_log(&log.inner)?.data.delivery);
+            }
+            Some(&IEscrow::VerdictCommitted::SIGNATURE_HASH) => {
+                on_chain = IEscrow::VerdictCommitted::decode_log(&log.inner)?
+                    .data
+                    .commitment
+                    .to_commitment();
+            }
+            _ => {}
+        }
+    }
+    Ok(Published {
+        on_chain: on_chain
+            .ok_or_else(|| eyre!("no VerdictCommitted for {deal_id} (settled another way)"))?,
+        spec: spec.ok_or_else(|| eyre!("the spec was not published on chain"))?,
+        anchor: anchor.ok_or_else(|| eyre!("the anchor was not published on chain"))?,
+        delivery: delivery.ok_or_else(|| eyre!("the delivery was not published on chain"))?,
+    })
+}
+
+/// The replay witness a delivery names: from `--witness` or a node's API.
+async fn witness_of(args: &VerifyArgs, hash: B256) -> eyre::Result<Bytes> {
+    match (&args.witness, &args.api) {
+        (Some(path), _) => Ok(Bytes::from(std::fs::read(path)?)),
+        (None, Some(api)) => {
+            let url = format!("{}/content/{hash}", api.trim_end_matches('/'));
+            let res = reqwest::get(&url).await?;
+            ensure!(res.status().is_success(), "GET {url}: {}", res.status());
+            Ok(res.bytes().await?.to_vec().into())
+        }
+        (None, None) => bail!("the delivery names witness {hash}: pass --api or --witness"),
+    }
 }
 
 /// `resolvd slash`.
@@ -531,7 +552,6 @@ const CLAIM_EPOCHS_PER_TX: usize = 64;
 
 /// `resolvd rewards`.
 pub(crate) async fn rewards(args: RewardsArgs) -> eyre::Result<()> {
-    use alloy_primitives::U256;
     let account = match (&args.account_keystore, &args.account_password_file) {
         (Some(k), Some(p)) => {
             Some(AccountArgs { account_keystore: k.clone(), account_password_file: p.clone() })
@@ -548,36 +568,15 @@ pub(crate) async fn rewards(args: RewardsArgs) -> eyre::Result<()> {
         Some(t) => t,
         None => chain.view(chain.registry, IRegistry::bondTokenCall {}, None).await?,
     };
-    let (r, escrow) = (U256::from(resolver), chain.escrow);
+    let r = U256::from(resolver);
     let info = chain.view(chain.registry, IRegistry::rewardInfoCall { resolver: r }, None).await?;
     let current: U256 = chain.view(chain.registry, IRegistry::currentEpochCall {}, None).await?;
-    let pending_of = |epochs: Vec<u64>| {
-        let chain = &chain;
-        async move {
-            let mut out = Vec::new();
-            for e in epochs {
-                let call = IEscrow::pendingRewardsCall { token, resolver: r, epoch: U256::from(e) };
-                let amount = chain.view(escrow, call, None).await?;
-                if amount > U256::ZERO {
-                    out.push((e, amount));
-                }
-            }
-            Ok::<_, eyre::Report>(out)
-        }
-    };
-    // Membership is [joinedEpoch, leftEpoch); joinedEpoch 0: never a member.
-    let epochs: Vec<u64> = if info.joinedEpoch == U256::ZERO {
-        Vec::new()
-    } else {
-        let last =
-            if info.leftEpoch == U256::ZERO { current } else { info.leftEpoch - U256::from(1) };
-        let (first, last) = (info.joinedEpoch.saturating_to::<u64>(), last.saturating_to::<u64>());
-        // One view per epoch: at most the newest MAX_REWARD_EPOCHS.
-        (first.max(last.saturating_sub(MAX_REWARD_EPOCHS - 1))..=last).collect()
-    };
-    let pending = pending_of(epochs.clone()).await?;
+    let epochs = membership_epochs(info.joinedEpoch, info.leftEpoch, current);
+    let pending = pending_rewards(&chain, token, r, epochs).await?;
     let claimable = match chain.account {
-        Some(a) => chain.view(escrow, IEscrow::claimableCall { account: a, token }, None).await?,
+        Some(a) => {
+            chain.view(chain.escrow, IEscrow::claimableCall { account: a, token }, None).await?
+        }
         None => U256::ZERO,
     };
     let total: U256 = pending.iter().map(|(_, a)| *a).sum();
@@ -602,20 +601,11 @@ pub(crate) async fn rewards(args: RewardsArgs) -> eyre::Result<()> {
                 "the account {me} is not resolver {resolver}'s operator ({})",
                 info.operator
             );
-            let with: Vec<u64> = pending.iter().map(|(e, _)| *e).collect();
-            for chunk in with.chunks(CLAIM_EPOCHS_PER_TX) {
-                let call = IEscrow::claimRewardsCall {
-                    token,
-                    resolver: r,
-                    epochs: chunk.iter().map(|e| U256::from(*e)).collect(),
-                    to,
-                };
-                let tx = chain.send(escrow, call).await?;
-                txs.push(serde_json::json!({"call": "claimRewards", "epochs": chunk, "tx": tx.tx_hash, "gas": tx.gas_used}));
-            }
+            let epochs: Vec<u64> = pending.iter().map(|(e, _)| *e).collect();
+            txs = claim_rewards(&chain, token, r, &epochs, to).await?;
         }
         if claimable > U256::ZERO {
-            let tx = chain.send(escrow, IEscrow::claimCall { token, to }).await?;
+            let tx = chain.send(chain.escrow, IEscrow::claimCall { token, to }).await?;
             txs.push(serde_json::json!({"call": "claim", "tx": tx.tx_hash, "gas": tx.gas_used}));
         }
         if txs.is_empty() {
@@ -629,6 +619,58 @@ pub(crate) async fn rewards(args: RewardsArgs) -> eyre::Result<()> {
         });
     }
     print_json(&out)
+}
+
+/// The epochs of a membership `[joined, left)` up to `current` (joined 0:
+/// never a member), at most the newest [`MAX_REWARD_EPOCHS`].
+fn membership_epochs(joined: U256, left: U256, current: U256) -> Vec<u64> {
+    if joined == U256::ZERO {
+        return Vec::new();
+    }
+    let last = if left == U256::ZERO { current } else { left - U256::from(1) };
+    let (first, last) = (joined.saturating_to::<u64>(), last.saturating_to::<u64>());
+    // One view per epoch.
+    (first.max(last.saturating_sub(MAX_REWARD_EPOCHS - 1))..=last).collect()
+}
+
+/// `pendingRewards` of a resolver per epoch, the epochs with some only.
+async fn pending_rewards(
+    chain: &Chain,
+    token: Address,
+    resolver: U256,
+    epochs: Vec<u64>,
+) -> eyre::Result<Vec<(u64, U256)>> {
+    let mut out = Vec::new();
+    for e in epochs {
+        let call = IEscrow::pendingRewardsCall { token, resolver, epoch: U256::from(e) };
+        let amount = chain.view(chain.escrow, call, None).await?;
+        if amount > U256::ZERO {
+            out.push((e, amount));
+        }
+    }
+    Ok(out)
+}
+
+/// `claimRewards` for `epochs`, [`CLAIM_EPOCHS_PER_TX`] per transaction.
+async fn claim_rewards(
+    chain: &Chain,
+    token: Address,
+    resolver: U256,
+    epochs: &[u64],
+    to: Address,
+) -> eyre::Result<Vec<serde_json::Value>> {
+    let mut txs = Vec::new();
+    for chunk in epochs.chunks(CLAIM_EPOCHS_PER_TX) {
+        let call = IEscrow::claimRewardsCall {
+            token,
+            resolver,
+            epochs: chunk.iter().map(|e| U256::from(*e)).collect(),
+            to,
+        };
+        let tx = chain.send(chain.escrow, call).await?;
+        txs.push(serde_json::json!({"call": "claimRewards", "epochs": chunk, "tx": tx.tx_hash, "gas": tx.gas_used}));
+    }
+    Ok(txs)
 }
 
 /// `resolvd exit`.
@@ -686,149 +728,135 @@ pub(crate) async fn signer(args: SignerArgs) -> eyre::Result<()> {
 
 /// `resolvd attest request|status|verify`.
 pub(crate) async fn attest(cmd: AttestCommand) -> eyre::Result<()> {
-    use resolvd_node::{attestation, contracts::IProofVerifier};
     match cmd {
-        AttestCommand::Request {
-            attestor,
-            account,
-            spec,
-            anchor,
-            delivery,
-            token,
-            fee,
-            window,
-            no_publish,
-        } => {
-            let read = |p: &std::path::Path| {
-                std::fs::read(p).wrap_err_with(|| format!("reading {}", p.display()))
-            };
-            let (spec, anchor, delivery) = (read(&spec)?, read(&anchor)?, read(&delivery)?);
-            let question =
-                attestation::question(&spec, &anchor, &delivery).map_err(|e| eyre!(e))?;
-            let chain = connect(&attestor.chain(), Some(&account)).await?;
-            let token = match token {
-                Some(t) => t,
-                None => chain.view(chain.registry, IRegistry::bondTokenCall {}, None).await?,
-            };
-            let fee = match fee {
-                Some(f) => f,
-                None => {
-                    chain
-                        .view(chain.registry, IRegistry::minResolverFeeCall { token }, None)
-                        .await?
-                }
-            };
-            let window = match window {
-                Some(w) => U256::from(w),
-                None => {
-                    chain.view(chain.registry, IRegistry::minResolveWindowCall {}, None).await?
-                }
-            };
-            let input_hash = attestation::input_hash(&question);
-            let approve =
-                resolvd_node::contracts::IERC20::approveCall { spender: chain.escrow, amount: fee };
-            chain.send(token, approve).await?;
-            let (spec, anchor, delivery) = if no_publish {
-                (Bytes::new(), Bytes::new(), Bytes::new())
-            } else {
-                (spec.into(), anchor.into(), delivery.into())
-            };
-            let call = IAttestor::requestCall {
-                question,
-                terms: resolvd_node::contracts::RequestTerms { token, fee, resolveWindow: window },
-                spec,
-                prestateAnchor: anchor,
-                delivery,
-            };
-            let tx = chain.send(chain.escrow, call).await?;
-            let status = attestation::status(&chain, input_hash).await?;
-            print_json(&serde_json::json!({
-                "inputHash": input_hash,
-                "requestId": status.request_id,
-                "epoch": status.epoch,
-                "resolveDeadline": status.resolve_deadline,
-                "fee": fee.to_string(),
-                "token": token,
-                "tx": tx.tx_hash,
-                "gasUsed": tx.gas_used,
-            }))
-        }
-        AttestCommand::Status { attestor, input_hash, proof } => {
-            let chain = connect(&attestor.chain(), None).await?;
-            let status = attestation::status(&chain, input_hash).await?;
-            let mut out = serde_json::to_value(&status)?;
-            if proof {
-                let p = attestation::proof_from_chain(&chain, status.request_id).await?;
-                out["proof"] = serde_json::json!(p.map(|p| p.encode()));
-            }
-            print_json(&out)
-        }
-        AttestCommand::Verify {
-            attestor,
-            verifier,
-            input_hash,
-            output_hash,
-            proof,
-            from_chain,
-        } => {
-            let chain = connect(&attestor.chain(), None).await?;
-            let output_hash =
-                match output_hash {
-                    Some(o) => o,
-                    None => attestation::status(&chain, input_hash).await?.output_hash.ok_or_else(
-                        || eyre!("{input_hash} has no recorded answer: pass --output-hash"),
-                    )?,
-                };
-            let proof: Bytes = match (proof, from_chain) {
-                (Some(hex_proof), _) => hex::decode(hex_proof.trim())
-                    .map_err(|e| eyre!("--proof is not hex: {e}"))?
-                    .into(),
-                (None, true) => {
-                    let request_id =
-                        attestation::request_id(chain.chain_id, chain.escrow, input_hash);
-                    attestation::proof_from_chain(&chain, request_id)
-                        .await?
-                        .ok_or_else(|| {
-                            eyre!("{input_hash} was not answered by a resolve transaction")
-                        })?
-                        .encode()
-                }
-                (None, false) => Bytes::new(),
-            };
-            let metadata: Bytes = alloy_sol_types::SolValue::abi_encode(&chain.escrow).into();
-            let call = IProofVerifier::verifyCall {
-                inputHash: input_hash,
-                outputHash: output_hash,
-                metadata: metadata.clone(),
-                proof: proof.clone(),
-            };
-            let valid = chain.view(verifier, call, None).await?;
-            // The reason, from the check `verify` runs.
-            let reason = match (valid, proof.is_empty()) {
-                (true, _) => None,
-                (false, true) => Some("no such recorded answer".to_owned()),
-                (false, false) => {
-                    let check = IProofVerifier::checkCertificateCall {
-                        attestor: chain.escrow,
-                        inputHash: input_hash,
-                        outputHash: output_hash,
-                        proof: proof.clone(),
-                    };
-                    match chain.view(verifier, check, None).await {
-                        Ok(_) => None,
-                        Err(e) => Some(e.to_string()),
-                    }
-                }
-            };
-            print_json(&serde_json::json!({
-                "valid": valid,
-                "inputHash": input_hash,
-                "outputHash": output_hash,
-                "mode": if proof.is_empty() { "recorded" } else { "certificate" },
-                "reason": reason,
-            }))?;
-            ensure!(valid, "the proof does not verify");
-            Ok(())
-        }
+        AttestCommand::Request(args) => attest_request(args).await,
+        AttestCommand::Status(args) => attest_status(args).await,
+        AttestCommand::Verify(args) => attest_verify(args).await,
     }
+}
+
+async fn attest_request(args: AttestRequestArgs) -> eyre::Result<()> {
+    let read =
+        |p: &std::path::Path| std::fs::read(p).wrap_err_with(|| format!("reading {}", p.display()));
+    let (spec, anchor, delivery) = (read(&args.spec)?, read(&args.anchor)?, read(&args.delivery)?);
+    let question = attestation::question(&spec, &anchor, &delivery).map_err(|e| eyre!(e))?;
+    let chain = connect(&args.attestor.chain(), Some(&args.account)).await?;
+    let token = match args.token {
+        Some(t) => t,
+        None => chain.view(chain.registry, IRegistry::bondTokenCall {}, None).await?,
+    };
+    let fee = match args.fee {
+        Some(f) => f,
+        None => chain.view(chain.registry, IRegistry::minResolverFeeCall { token }, None).await?,
+    };
+    let window = match args.window {
+        Some(w) => U256::from(w),
+        None => chain.view(chain.registry, IRegistry::minResolveWindowCall {}, None).await?,
+    };
+    let input_hash = attestation::input_hash(&question);
+    let approve =
+        resolvd_node::contracts::IERC20::approveCall { spender: chain.escrow, amount: fee };
+    chain.send(token, approve).await?;
+    let (spec, anchor, delivery) = if args.no_publish {
+        (Bytes::new(), Bytes::new(), Bytes::new())
+    } else {
+        (spec.into(), anchor.into(), delivery.into())
+    };
+    let call = IAttestor::requestCall {
+        question,
+        terms: resolvd_node::contracts::RequestTerms { token, fee, resolveWindow: window },
+        spec,
+        prestateAnchor: anchor,
+        delivery,
+    };
+    let tx = chain.send(chain.escrow, call).await?;
+    let status = attestation::status(&chain, input_hash).await?;
+    print_json(&serde_json::json!({
+        "inputHash": input_hash,
+        "requestId": status.request_id,
+        "epoch": status.epoch,
+        "resolveDeadline": status.resolve_deadline,
+        "fee": fee.to_string(),
+        "token": token,
+        "tx": tx.tx_hash,
+        "gasUsed": tx.gas_used,
+    }))
+}
+
+async fn attest_status(args: AttestStatusArgs) -> eyre::Result<()> {
+    let chain = connect(&args.attestor.chain(), None).await?;
+    let status = attestation::status(&chain, args.input_hash).await?;
+    let mut out = serde_json::to_value(&status)?;
+    if args.proof {
+        let p = attestation::proof_from_chain(&chain, status.request_id).await?;
+        out["proof"] = serde_json::json!(p.map(|p| p.encode()));
+    }
+    print_json(&out)
+}
+
+async fn attest_verify(args: AttestVerifyArgs) -> eyre::Result<()> {
+    let chain = connect(&args.attestor.chain(), None).await?;
+    let input_hash = args.input_hash;
+    let output_hash = match args.output_hash {
+        Some(o) => o,
+        None => attestation::status(&chain, input_hash)
+            .await?
+            .output_hash
+            .ok_or_else(|| eyre!("{input_hash} has no recorded answer: pass --output-hash"))?,
+    };
+    let proof: Bytes = match (args.proof, args.from_chain) {
+        (Some(hex_proof), _) => {
+            hex::decode(hex_proof.trim()).map_err(|e| eyre!("--proof is not hex: {e}"))?.into()
+        }
+        (None, true) => {
+            let request_id = attestation::request_id(chain.chain_id, chain.escrow, input_hash);
+            attestation::proof_from_chain(&chain, request_id)
+                .await?
+                .ok_or_else(|| eyre!("{input_hash} was not answered by a resolve transaction"))?
+                .encode()
+        }
+        (None, false) => Bytes::new(),
+    };
+    let metadata: Bytes = alloy_sol_types::SolValue::abi_encode(&chain.escrow).into();
+    let call = IProofVerifier::verifyCall {
+        inputHash: input_hash,
+        outputHash: output_hash,
+        metadata,
+        proof: proof.clone(),
+    };
+    let valid = chain.view(args.verifier, call, None).await?;
+    let reason = if valid {
+        None
+    } else {
+        refusal(&chain, args.verifier, input_hash, output_hash, &proof).await
+    };
+    print_json(&serde_json::json!({
+        "valid": valid,
+        "inputHash": input_hash,
+        "outputHash": output_hash,
+        "mode": if proof.is_empty() { "recorded" } else { "certificate" },
+        "reason": reason,
+    }))?;
+    ensure!(valid, "the proof does not verify");
+    Ok(())
+}
+
+/// Why a verifier refused a proof: the revert of the check `verify` runs.
+async fn refusal(
+    chain: &Chain,
+    verifier: Address,
+    input_hash: B256,
+    output_hash: B256,
+    proof: &Bytes,
+) -> Option<String> {
+    if proof.is_empty() {
+        return Some("no such recorded answer".to_owned());
+    }
+    let check = IProofVerifier::checkCertificateCall {
+        attestor: chain.escrow,
+        inputHash: input_hash,
+        outputHash: output_hash,
+        proof: proof.clone(),
+    };
+    chain.view(verifier, check, None).await.err().map(|e| e.to_string())
 }

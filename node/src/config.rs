@@ -372,7 +372,7 @@ impl NodeConfig {
     }
 
     /// Checks values that parse but cannot work (the RPC endpoints are
-    /// checked by [`crate::rpc::RpcOptions::from_config`]).
+    /// checked by [`crate::chain::rpc::RpcOptions::from_config`]).
     pub fn validate(&self) -> eyre::Result<()> {
         eyre::ensure!(self.chain.escrow != Address::ZERO, "chain.escrow is not set");
         eyre::ensure!(

@@ -2,7 +2,10 @@
 //! keystores. Passwords come from a file or `RESOLVD_KEYSTORE_PASSWORD`, never
 //! from a command-line value.
 
-use crate::keystore::{Kdf, Keystore};
+/// EIP-2335 keystores.
+pub mod keystore;
+
+use crate::keys::keystore::{Kdf, Keystore};
 use alloy_primitives::hex;
 use eyre::{bail, eyre, WrapErr};
 use resolvd_consensus::SecretKey;

@@ -25,25 +25,24 @@
 //! namespace per node over emulated WAN links).
 
 pub mod adapters;
-pub mod anchor;
 pub mod api;
-pub mod attestation;
+pub mod backoff;
 pub mod chain;
 pub mod config;
 pub mod content;
-pub mod contracts;
 pub mod dispute;
 pub mod economics;
 mod faults;
 pub mod http;
 pub mod inspect;
-pub mod interchange;
 pub mod keys;
-pub mod keystore;
 pub mod metrics;
 pub mod node;
 pub mod observe;
 pub mod p2p;
-pub mod rpc;
 pub mod signer;
 pub mod store;
+
+pub use chain::{anchor, attestation, contracts, rpc};
+pub use keys::keystore;
+pub use store::interchange;

@@ -114,65 +114,74 @@ pub(crate) enum AttestCommand {
     /// paying a fee (approved and pulled at once); prints its inputHash and
     /// requestId. The delivery's replay witness must reach the nodes by hash
     /// (`resolvd content put` to a node).
-    Request {
-        #[command(flatten)]
-        attestor: AttestorArgs,
-        #[command(flatten)]
-        account: AccountArgs,
-        /// Canonical SpecV1 bytes.
-        #[arg(long)]
-        spec: PathBuf,
-        /// Canonical PrestateAnchorV1 bytes (`resolvd anchor --out`).
-        #[arg(long)]
-        anchor: PathBuf,
-        /// Canonical DeliveryV1 bytes (the plan and claimed result).
-        #[arg(long)]
-        delivery: PathBuf,
-        /// Fee token (default: the registry's bond token).
-        #[arg(long)]
-        token: Option<Address>,
-        /// Fee in token base units (default: the registry's `minResolverFee(token)`).
-        #[arg(long)]
-        fee: Option<U256>,
-        /// Seconds the committee has to answer (default: the registry's `minResolveWindow`).
-        #[arg(long)]
-        window: Option<u64>,
-        /// Do not publish the content on chain (the nodes must fetch it by hash from peers).
-        #[arg(long)]
-        no_publish: bool,
-    },
+    Request(AttestRequestArgs),
     /// Where the request for a question stands, and its recorded answer.
-    Status {
-        #[command(flatten)]
-        attestor: AttestorArgs,
-        /// The question's inputHash.
-        input_hash: B256,
-        /// Also print the certificate of the answering `resolve` as a
-        /// stateless ERC-8301 proof (hex).
-        #[arg(long)]
-        proof: bool,
-    },
+    Status(AttestStatusArgs),
     /// Check an answer through a `ResolvdProofVerifier` as an ERC-8301
     /// proof; exits non-zero (with the reason) when it does not verify.
-    Verify {
-        #[command(flatten)]
-        attestor: AttestorArgs,
-        /// The ResolvdProofVerifier of the Attestor's registry.
-        #[arg(long, env = "RESOLVD_PROOF_VERIFIER")]
-        verifier: Address,
-        /// The question's inputHash.
-        input_hash: B256,
-        /// The outputHash to check (default: the recorded answer's).
-        #[arg(long)]
-        output_hash: Option<B256>,
-        /// A certificate proof (hex of `abi.encode(commitment, epoch, nonSigners, signature)`).
-        #[arg(long, conflicts_with = "from_chain")]
-        proof: Option<String>,
-        /// Check statelessly with the certificate of the answering `resolve`
-        /// transaction (default: the recorded answer, an empty proof).
-        #[arg(long)]
-        from_chain: bool,
-    },
+    Verify(AttestVerifyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AttestRequestArgs {
+    #[command(flatten)]
+    pub(crate) attestor: AttestorArgs,
+    #[command(flatten)]
+    pub(crate) account: AccountArgs,
+    /// Canonical SpecV1 bytes.
+    #[arg(long)]
+    pub(crate) spec: PathBuf,
+    /// Canonical PrestateAnchorV1 bytes (`resolvd anchor --out`).
+    #[arg(long)]
+    pub(crate) anchor: PathBuf,
+    /// Canonical DeliveryV1 bytes (the plan and claimed result).
+    #[arg(long)]
+    pub(crate) delivery: PathBuf,
+    /// Fee token (default: the registry's bond token).
+    #[arg(long)]
+    pub(crate) token: Option<Address>,
+    /// Fee in token base units (default: the registry's `minResolverFee(token)`).
+    #[arg(long)]
+    pub(crate) fee: Option<U256>,
+    /// Seconds the committee has to answer (default: the registry's `minResolveWindow`).
+    #[arg(long)]
+    pub(crate) window: Option<u64>,
+    /// Do not publish the content on chain (the nodes must fetch it by hash from peers).
+    #[arg(long)]
+    pub(crate) no_publish: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AttestStatusArgs {
+    #[command(flatten)]
+    pub(crate) attestor: AttestorArgs,
+    /// The question's inputHash.
+    pub(crate) input_hash: B256,
+    /// Also print the certificate of the answering `resolve` as a
+    /// stateless ERC-8301 proof (hex).
+    #[arg(long)]
+    pub(crate) proof: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AttestVerifyArgs {
+    #[command(flatten)]
+    pub(crate) attestor: AttestorArgs,
+    /// The ResolvdProofVerifier of the Attestor's registry.
+    #[arg(long, env = "RESOLVD_PROOF_VERIFIER")]
+    pub(crate) verifier: Address,
+    /// The question's inputHash.
+    pub(crate) input_hash: B256,
+    /// The outputHash to check (default: the recorded answer's).
+    #[arg(long)]
+    pub(crate) output_hash: Option<B256>,
+    /// A certificate proof (hex of `abi.encode(commitment, epoch, nonSigners, signature)`).
+    #[arg(long, conflicts_with = "from_chain")]
+    pub(crate) proof: Option<String>,
+    /// Check statelessly with the certificate of the answering `resolve`
+    /// transaction (default: the recorded answer, an empty proof).
+    #[arg(long)]
+    pub(crate) from_chain: bool,
 }
 
 /// The data dir and key a protection command works on.

@@ -33,65 +33,181 @@ pub struct EndpointLabel {
     pub endpoint: String,
 }
 
+/// A gauge of a value that may exceed `i64` (wei, token base units).
+type Real = Gauge<f64, AtomicU64>;
+
 /// Every metric of a node.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     /// The engine's metrics (registered here, counted by the engine).
     pub engine: EngineMetrics,
+    /// The chain watcher's.
+    pub chain: ChainMetrics,
+    /// The transaction account's and its fee ledger's.
+    pub account: AccountMetrics,
+    /// Per RPC endpoint.
+    pub rpc: RpcMetrics,
     /// Gossip messages validated, by topic and result.
     pub gossip: Family<GossipLabel, Counter>,
     /// Replays queued or running.
     pub replay_queue: Gauge,
     /// Content fetched from peers, by result (ok / duplicate / not_found / wrong_hash / failed).
     pub content_fetches: Family<ResultLabel, Counter>,
-    /// Fee rewards earned as a signer (claimed + pending), token base units.
-    pub rewards_earned: Family<TokenLabel, Gauge<f64, AtomicU64>>,
-    /// Fee rewards claimed, token base units.
-    pub rewards_claimed: Family<TokenLabel, Gauge<f64, AtomicU64>>,
-    /// Gas refunds credited for sending `resolve`, token base units.
-    pub gas_refunds: Family<TokenLabel, Gauge<f64, AtomicU64>>,
-    /// Wei the account paid for its transactions (this data dir's lifetime).
-    pub gas_spent_wei: Gauge<f64, AtomicU64>,
+    /// Content requests from peers, by result (ok / not_found / busy).
+    pub content_served: Family<ResultLabel, Counter>,
     /// Connected peers.
     pub peers: Gauge,
     /// Disputes not yet settled or expired.
     pub disputes_in_flight: Gauge,
+    /// Disputes held in memory (open and recently finished).
+    pub disputes_in_memory: Gauge,
     /// Store writes that failed (the node keeps running; see node/README.md).
     pub store_errors: Counter,
+    /// 1 once a partial of this node's key made elsewhere was seen.
+    pub doppelganger: Gauge,
+}
+
+/// The chain watcher's metrics.
+#[derive(Debug, Default)]
+pub struct ChainMetrics {
+    /// Latest block number seen.
+    pub head: Gauge,
+    /// Head minus the last block handled (the confirmations plus any lag).
+    pub head_lag: Gauge,
     /// Reorgs of blocks the watcher had handled.
     pub reorgs: Counter,
     /// Depth (blocks re-scanned) of the last such reorg.
     pub reorg_depth: Gauge,
-    /// 1 once a partial of this node's key made elsewhere was seen.
-    pub doppelganger: Gauge,
-    /// Latest block number seen.
-    pub chain_head: Gauge,
-    /// Head minus the last block handled (the confirmations plus any lag).
-    pub chain_head_lag: Gauge,
+}
+
+impl ChainMetrics {
+    fn register(&self, r: &mut Registry) {
+        r.register("reorgs", "Reorgs of handled blocks", self.reorgs.clone());
+        r.register("chain_head", "Latest block number seen", self.head.clone());
+        r.register(
+            "chain_head_lag_blocks",
+            "Head minus the last block handled",
+            self.head_lag.clone(),
+        );
+        r.register(
+            "reorg_depth",
+            "Blocks re-scanned after the last reorg",
+            self.reorg_depth.clone(),
+        );
+    }
+}
+
+/// The transaction account's metrics and its fee ledger's.
+#[derive(Debug, Default)]
+pub struct AccountMetrics {
+    /// Fee rewards earned as a signer (claimed + pending), token base units.
+    pub rewards_earned: Family<TokenLabel, Real>,
+    /// Fee rewards claimed, token base units.
+    pub rewards_claimed: Family<TokenLabel, Real>,
+    /// Gas refunds credited for sending `resolve`, token base units.
+    pub gas_refunds: Family<TokenLabel, Real>,
+    /// Wei the account paid for its transactions (this data dir's lifetime).
+    pub gas_spent_wei: Real,
     /// The transaction account's balance, wei (f64: wei overflow i64).
-    pub account_balance: Gauge<f64, std::sync::atomic::AtomicU64>,
+    pub balance: Real,
     /// What the largest transaction may cost at the fee cap:
     /// `chain.max_fee_per_gas` × 1M gas, wei.
-    pub account_gas_cap: Gauge<f64, std::sync::atomic::AtomicU64>,
-    /// Content requests from peers, by result (ok / not_found / busy).
-    pub content_served: Family<ResultLabel, Counter>,
-    /// Disputes held in memory (open and recently finished).
-    pub disputes_in_memory: Gauge,
+    pub gas_cap: Real,
+}
+
+impl AccountMetrics {
+    fn register(&self, r: &mut Registry) {
+        r.register(
+            "rewards_earned",
+            "Fee rewards earned as a signer (claimed + pending), token base units",
+            self.rewards_earned.clone(),
+        );
+        r.register(
+            "rewards_claimed",
+            "Fee rewards claimed, token base units",
+            self.rewards_claimed.clone(),
+        );
+        r.register(
+            "gas_refunds",
+            "Gas refunds credited for sending resolve, token base units",
+            self.gas_refunds.clone(),
+        );
+        r.register(
+            "gas_spent_wei",
+            "Wei the account paid for its transactions",
+            self.gas_spent_wei.clone(),
+        );
+        r.register(
+            "account_balance_wei",
+            "Balance of the transaction account",
+            self.balance.clone(),
+        );
+        r.register(
+            "account_gas_cap_wei",
+            "Cost of a 1M-gas transaction at chain.max_fee_per_gas",
+            self.gas_cap.clone(),
+        );
+    }
+}
+
+/// Per RPC endpoint (`endpoint` label).
+#[derive(Debug, Default)]
+pub struct RpcMetrics {
     /// 1 while an RPC endpoint is up (chain id checked, last request answered).
-    pub rpc_endpoint_up: Family<EndpointLabel, Gauge>,
+    pub up: Family<EndpointLabel, Gauge>,
     /// The highest block number an RPC endpoint reported.
-    pub rpc_endpoint_head: Family<EndpointLabel, Gauge>,
+    pub head: Family<EndpointLabel, Gauge>,
     /// Failed requests to an RPC endpoint since its last success.
-    pub rpc_endpoint_consecutive_errors: Family<EndpointLabel, Gauge>,
+    pub consecutive_errors: Family<EndpointLabel, Gauge>,
     /// Failed requests to an RPC endpoint (transport errors, timeouts).
-    pub rpc_endpoint_errors: Family<EndpointLabel, Counter>,
+    pub errors: Family<EndpointLabel, Counter>,
     /// Requests sent to an RPC endpoint.
-    pub rpc_endpoint_requests: Family<EndpointLabel, Counter>,
+    pub requests: Family<EndpointLabel, Counter>,
     /// Duration of an RPC endpoint's last successful request.
-    pub rpc_endpoint_latency: Family<EndpointLabel, Gauge<f64, AtomicU64>>,
+    pub latency: Family<EndpointLabel, Real>,
     /// Anchor cross-checks that did not follow an RPC endpoint's answer.
-    pub rpc_endpoint_disagreements: Family<EndpointLabel, Counter>,
+    pub disagreements: Family<EndpointLabel, Counter>,
+}
+
+impl RpcMetrics {
+    fn register(&self, r: &mut Registry) {
+        r.register(
+            "rpc_endpoint_up",
+            "RPC endpoint up (chain id checked, last request answered)",
+            self.up.clone(),
+        );
+        r.register(
+            "rpc_endpoint_head",
+            "Highest block number an RPC endpoint reported",
+            self.head.clone(),
+        );
+        r.register(
+            "rpc_endpoint_consecutive_errors",
+            "Failed requests to an RPC endpoint since its last success",
+            self.consecutive_errors.clone(),
+        );
+        r.register(
+            "rpc_endpoint_errors",
+            "Failed requests to an RPC endpoint",
+            self.errors.clone(),
+        );
+        r.register(
+            "rpc_endpoint_requests",
+            "Requests sent to an RPC endpoint",
+            self.requests.clone(),
+        );
+        r.register(
+            "rpc_endpoint_latency_seconds",
+            "Duration of an RPC endpoint's last successful request",
+            self.latency.clone(),
+        );
+        r.register(
+            "rpc_endpoint_disagreements",
+            "Anchor cross-checks that did not follow an RPC endpoint's answer (it called an anchor final, or another block canonical, alone)",
+            self.disagreements.clone(),
+        );
+    }
 }
 
 impl Default for Metrics {
@@ -100,136 +216,37 @@ impl Default for Metrics {
         let m = Self {
             registry: Registry::default(),
             engine: EngineMetrics::default(),
+            chain: ChainMetrics::default(),
+            account: AccountMetrics::default(),
+            rpc: RpcMetrics::default(),
             gossip: Family::default(),
             replay_queue: Gauge::default(),
             content_fetches: Family::default(),
-            rewards_earned: Family::default(),
-            rewards_claimed: Family::default(),
-            gas_refunds: Family::default(),
-            gas_spent_wei: Gauge::default(),
+            content_served: Family::default(),
             peers: Gauge::default(),
             disputes_in_flight: Gauge::default(),
-            store_errors: Counter::default(),
-            reorgs: Counter::default(),
-            reorg_depth: Gauge::default(),
-            doppelganger: Gauge::default(),
-            chain_head: Gauge::default(),
-            chain_head_lag: Gauge::default(),
-            account_balance: Gauge::default(),
-            account_gas_cap: Gauge::default(),
-            content_served: Family::default(),
             disputes_in_memory: Gauge::default(),
-            rpc_endpoint_up: Family::default(),
-            rpc_endpoint_head: Family::default(),
-            rpc_endpoint_consecutive_errors: Family::default(),
-            rpc_endpoint_errors: Family::default(),
-            rpc_endpoint_requests: Family::default(),
-            rpc_endpoint_latency: Family::default(),
-            rpc_endpoint_disagreements: Family::default(),
+            store_errors: Counter::default(),
+            doppelganger: Gauge::default(),
         };
-        registry.register("gossip_messages", "Gossip messages validated", m.gossip.clone());
-        registry.register("replay_queue", "Replays queued or running", m.replay_queue.clone());
-        registry.register(
-            "content_fetches",
-            "Content fetched from peers",
-            m.content_fetches.clone(),
-        );
-        registry.register(
-            "rewards_earned",
-            "Fee rewards earned as a signer (claimed + pending), token base units",
-            m.rewards_earned.clone(),
-        );
-        registry.register(
-            "rewards_claimed",
-            "Fee rewards claimed, token base units",
-            m.rewards_claimed.clone(),
-        );
-        registry.register(
-            "gas_refunds",
-            "Gas refunds credited for sending resolve, token base units",
-            m.gas_refunds.clone(),
-        );
-        registry.register(
-            "gas_spent_wei",
-            "Wei the account paid for its transactions",
-            m.gas_spent_wei.clone(),
-        );
-        registry.register("peers", "Connected peers", m.peers.clone());
-        registry.register("disputes_in_flight", "Disputes in flight", m.disputes_in_flight.clone());
-        registry.register("store_errors", "Failed store writes", m.store_errors.clone());
-        registry.register("reorgs", "Reorgs of handled blocks", m.reorgs.clone());
-        registry.register("chain_head", "Latest block number seen", m.chain_head.clone());
-        registry.register(
+        let r = &mut registry;
+        r.register("gossip_messages", "Gossip messages validated", m.gossip.clone());
+        r.register("replay_queue", "Replays queued or running", m.replay_queue.clone());
+        r.register("content_fetches", "Content fetched from peers", m.content_fetches.clone());
+        r.register("content_served", "Content requests from peers", m.content_served.clone());
+        r.register("peers", "Connected peers", m.peers.clone());
+        r.register("disputes_in_flight", "Disputes in flight", m.disputes_in_flight.clone());
+        r.register("disputes_in_memory", "Disputes held in memory", m.disputes_in_memory.clone());
+        r.register("store_errors", "Failed store writes", m.store_errors.clone());
+        r.register(
             "doppelganger_detected",
             "1 once this node's key was seen signing elsewhere",
             m.doppelganger.clone(),
         );
-        registry.register(
-            "chain_head_lag_blocks",
-            "Head minus the last block handled",
-            m.chain_head_lag.clone(),
-        );
-        registry.register(
-            "account_balance_wei",
-            "Balance of the transaction account",
-            m.account_balance.clone(),
-        );
-        registry.register(
-            "account_gas_cap_wei",
-            "Cost of a 1M-gas transaction at chain.max_fee_per_gas",
-            m.account_gas_cap.clone(),
-        );
-        registry.register(
-            "reorg_depth",
-            "Blocks re-scanned after the last reorg",
-            m.reorg_depth.clone(),
-        );
-        registry.register(
-            "content_served",
-            "Content requests from peers",
-            m.content_served.clone(),
-        );
-        registry.register(
-            "disputes_in_memory",
-            "Disputes held in memory",
-            m.disputes_in_memory.clone(),
-        );
-        registry.register(
-            "rpc_endpoint_up",
-            "RPC endpoint up (chain id checked, last request answered)",
-            m.rpc_endpoint_up.clone(),
-        );
-        registry.register(
-            "rpc_endpoint_head",
-            "Highest block number an RPC endpoint reported",
-            m.rpc_endpoint_head.clone(),
-        );
-        registry.register(
-            "rpc_endpoint_consecutive_errors",
-            "Failed requests to an RPC endpoint since its last success",
-            m.rpc_endpoint_consecutive_errors.clone(),
-        );
-        registry.register(
-            "rpc_endpoint_errors",
-            "Failed requests to an RPC endpoint",
-            m.rpc_endpoint_errors.clone(),
-        );
-        registry.register(
-            "rpc_endpoint_requests",
-            "Requests sent to an RPC endpoint",
-            m.rpc_endpoint_requests.clone(),
-        );
-        registry.register(
-            "rpc_endpoint_latency_seconds",
-            "Duration of an RPC endpoint's last successful request",
-            m.rpc_endpoint_latency.clone(),
-        );
-        registry.register(
-            "rpc_endpoint_disagreements",
-            "Anchor cross-checks that did not follow an RPC endpoint's answer (it called an anchor final, or another block canonical, alone)",
-            m.rpc_endpoint_disagreements.clone(),
-        );
-        m.engine.register(&mut registry);
+        m.chain.register(r);
+        m.account.register(r);
+        m.rpc.register(r);
+        m.engine.register(r);
         Self { registry, ..m }
     }
 }
@@ -275,16 +292,16 @@ mod tests {
         ] {
             f.get_or_create(&result).inc();
         }
-        for f in [&m.rewards_earned, &m.rewards_claimed, &m.gas_refunds] {
+        for f in [&m.account.rewards_earned, &m.account.rewards_claimed, &m.account.gas_refunds] {
             f.get_or_create(&token).set(1.0);
         }
-        for f in [&m.rpc_endpoint_up, &m.rpc_endpoint_head, &m.rpc_endpoint_consecutive_errors] {
+        for f in [&m.rpc.up, &m.rpc.head, &m.rpc.consecutive_errors] {
             f.get_or_create(&endpoint).set(1);
         }
-        for f in [&m.rpc_endpoint_errors, &m.rpc_endpoint_requests, &m.rpc_endpoint_disagreements] {
+        for f in [&m.rpc.errors, &m.rpc.requests, &m.rpc.disagreements] {
             f.get_or_create(&endpoint).inc();
         }
-        m.rpc_endpoint_latency.get_or_create(&endpoint).set(1.0);
+        m.rpc.latency.get_or_create(&endpoint).set(1.0);
         let text = m.render();
         let mut names: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
         names.sort_unstable();

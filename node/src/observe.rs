@@ -3,20 +3,20 @@
 //! plain values and names no other module).
 
 use crate::{
+    chain::rpc::EndpointHealth,
     economics::Ledger,
     metrics::{EndpointLabel, Metrics, TokenLabel},
-    rpc::EndpointHealth,
 };
 
 /// Sets the fee and gas metrics from the ledger.
 pub fn ledger(metrics: &Metrics, ledger: &Ledger) {
     for (token, t) in &ledger.tokens {
         let label = TokenLabel { token: token.to_string() };
-        metrics.rewards_earned.get_or_create(&label).set(f64::from(t.earned()));
-        metrics.rewards_claimed.get_or_create(&label).set(f64::from(t.claimed));
-        metrics.gas_refunds.get_or_create(&label).set(f64::from(t.refunds));
+        metrics.account.rewards_earned.get_or_create(&label).set(f64::from(t.earned()));
+        metrics.account.rewards_claimed.get_or_create(&label).set(f64::from(t.claimed));
+        metrics.account.gas_refunds.get_or_create(&label).set(f64::from(t.refunds));
     }
-    metrics.gas_spent_wei.set(f64::from(ledger.gas_spent_wei));
+    metrics.account.gas_spent_wei.set(f64::from(ledger.gas_spent_wei));
 }
 
 /// Sets the `rpc_endpoint_*` metrics from [`crate::chain::Chain::endpoints`]
@@ -25,21 +25,19 @@ pub fn ledger(metrics: &Metrics, ledger: &Ledger) {
 pub fn endpoints(metrics: &Metrics, endpoints: &[EndpointHealth]) {
     for e in endpoints {
         let label = EndpointLabel { endpoint: e.endpoint.clone() };
-        metrics.rpc_endpoint_up.get_or_create(&label).set(i64::from(e.up));
+        metrics.rpc.up.get_or_create(&label).set(i64::from(e.up));
         if let Some(head) = e.head {
-            metrics
-                .rpc_endpoint_head
-                .get_or_create(&label)
-                .set(i64::try_from(head).unwrap_or(i64::MAX));
+            metrics.rpc.head.get_or_create(&label).set(i64::try_from(head).unwrap_or(i64::MAX));
         }
         metrics
-            .rpc_endpoint_consecutive_errors
+            .rpc
+            .consecutive_errors
             .get_or_create(&label)
             .set(i64::try_from(e.consecutive_errors).unwrap_or(i64::MAX));
         for (family, total) in [
-            (&metrics.rpc_endpoint_errors, e.errors),
-            (&metrics.rpc_endpoint_requests, e.requests),
-            (&metrics.rpc_endpoint_disagreements, e.disagreements),
+            (&metrics.rpc.errors, e.errors),
+            (&metrics.rpc.requests, e.requests),
+            (&metrics.rpc.disagreements, e.disagreements),
         ] {
             let counter = family.get_or_create(&label);
             let seen = counter.get();
@@ -48,7 +46,7 @@ pub fn endpoints(metrics: &Metrics, endpoints: &[EndpointHealth]) {
             }
         }
         if let Some(ms) = e.latency_ms {
-            metrics.rpc_endpoint_latency.get_or_create(&label).set(ms / 1_000.0);
+            metrics.rpc.latency.get_or_create(&label).set(ms / 1_000.0);
         }
     }
 }
@@ -56,7 +54,7 @@ pub fn endpoints(metrics: &Metrics, endpoints: &[EndpointHealth]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rpc::EndpointKind;
+    use crate::chain::rpc::EndpointKind;
 
     #[test]
     fn endpoint_health_is_exported() {

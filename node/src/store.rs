@@ -18,6 +18,9 @@
 //! leaves the process before its record is durable, and a restart never signs
 //! a different commitment for the same deal.
 
+/// EIP-3076 slashing-protection interchange.
+pub mod interchange;
+
 use alloy_primitives::B256;
 use resolvd_consensus::protection::{decide, Decision, ProtectionKey, ProtectionStore};
 pub use resolvd_engine::DisputeStatus;

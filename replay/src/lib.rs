@@ -12,8 +12,8 @@
 //!   hash and fields, parent-linked ancestors, account and storage proofs
 //!   including exclusion proofs, code hashes); [`state::ClosedWorldDb`] answers
 //!   revm only from it: an unproven read is `Missing*Witness`.
-//! - [`testkit`]: builds real state tries, proofs and headers offline, for tests
-//!   and benchmarks.
+//! - `testkit` (feature `test-utils`): builds real state tries, proofs and
+//!   headers offline, for tests and benchmarks.
 //! - `rpc` (feature `rpc`, async): freezes an anchor and builds a verified
 //!   witness from a JSON-RPC endpoint; the only part that does IO.
 //!
@@ -26,6 +26,7 @@ pub mod predicate;
 #[cfg(feature = "rpc")]
 pub mod rpc;
 pub mod state;
+#[cfg(any(test, feature = "test-utils"))]
 pub mod testkit;
 
 pub use backend::{

@@ -36,7 +36,7 @@ impl<O: MessageOrigin> Engine<O> {
             return;
         };
         let own = own.clone();
-        let extra = d.extra.clone();
+        let extra = d.extra().to_vec();
         if let Some(d) = self.disputes.get_mut(&deal_id) {
             d.reveal.revealed = true;
             d.last_publish = now;

@@ -174,6 +174,8 @@ pub(crate) struct Dispute {
     pub(crate) backoff: Duration,
     pub(crate) gathering: bool,
     pub(crate) own: Option<SignedVerdict>,
+    /// Second signatures: only fault injection's equivocator makes them.
+    #[cfg(feature = "fault-injection")]
     pub(crate) extra: Vec<SignedVerdict>,
     pub(crate) last_publish: Instant,
     pub(crate) finished_at: Option<Instant>,
@@ -231,6 +233,19 @@ pub(crate) struct Reveal {
 }
 
 impl Dispute {
+    /// The second signatures fault injection's equivocator made (none
+    /// without the `fault-injection` feature).
+    pub(crate) fn extra(&self) -> &[SignedVerdict] {
+        #[cfg(feature = "fault-injection")]
+        {
+            &self.extra
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        {
+            &[]
+        }
+    }
+
     pub(crate) fn new(info: DisputeAnnouncement, now: Instant) -> Self {
         Self {
             phase: Phase::Fetching,
@@ -261,6 +276,7 @@ impl Dispute {
             backoff: FIRST_BACKOFF,
             gathering: false,
             own: None,
+            #[cfg(feature = "fault-injection")]
             extra: Vec::new(),
             last_publish: now,
             finished_at: None,

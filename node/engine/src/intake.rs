@@ -188,42 +188,10 @@ impl<O: MessageOrigin> Engine<O> {
                 Validation::Ignore
             }
             Ok(_) if source == ConfirmSource::Chain => {
-                // Seen disputed in a confirmed log but no longer disputed:
-                // settled while this node was away. Recorded, never worked on.
-                if let Some(d) = self.disputes.get(&deal_id) {
-                    if !d.phase.is_final() {
-                        self.settle(deal_id, None, now);
-                    }
-                } else {
-                    info!(target: "chain", deal = %deal_id, "dispute already settled: nothing to do");
-                    self.push(Action::PersistDispute(Box::new(a.clone()), DisputeStatus::Settled));
-                    // Shown (settled) until evicted like any finished dispute.
-                    let mut d = Dispute::new(a, now);
-                    d.finish(Phase::Settled, now);
-                    self.disputes.insert(deal_id, d);
-                    self.drop_buffered(&deal_id);
-                }
+                self.settled_while_away(a, now);
                 Validation::Accept
             }
-            Ok(c) => {
-                debug!(target: "chain", deal = %deal_id, ?c, "announcement not confirmed by own RPC");
-                if self.intake.refuted.len() >= 16_384 {
-                    self.intake.refuted.clear();
-                }
-                self.intake.refuted.insert(deal_id, c);
-                if c == Confirmation::NoSuchDeal {
-                    self.drop_buffered(&deal_id);
-                    if self.intake.misled_by.len() >= MAX_MISLED_PEERS {
-                        self.intake.misled_by.clear();
-                    }
-                    for origin in &waiting {
-                        self.intake.misled_by.insert(origin.peer().clone(), now);
-                    }
-                    Validation::Reject
-                } else {
-                    Validation::Ignore
-                }
-            }
+            Ok(c) => self.refuted(deal_id, c, &waiting, now),
             Err(e) => {
                 warn!(target: "chain", deal = %deal_id, error = %e, "cannot check the dispute; retrying");
                 if source != ConfirmSource::Gossip {
@@ -243,6 +211,52 @@ impl<O: MessageOrigin> Engine<O> {
         for origin in waiting {
             self.report(origin, Topic::Disputes, acceptance);
         }
+    }
+
+    /// Seen disputed in a confirmed log but no longer disputed: settled
+    /// while this node was away. Recorded, never worked on.
+    fn settled_while_away(&mut self, a: DisputeAnnouncement, now: Instant) {
+        let deal_id = a.deal_id;
+        if let Some(d) = self.disputes.get(&deal_id) {
+            if !d.phase.is_final() {
+                self.settle(deal_id, None, now);
+            }
+            return;
+        }
+        info!(target: "chain", deal = %deal_id, "dispute already settled: nothing to do");
+        self.push(Action::PersistDispute(Box::new(a.clone()), DisputeStatus::Settled));
+        // Shown (settled) until evicted like any finished dispute.
+        let mut d = Dispute::new(a, now);
+        d.finish(Phase::Settled, now);
+        self.disputes.insert(deal_id, d);
+        self.drop_buffered(&deal_id);
+    }
+
+    /// The node's own RPC does not confirm an announcement: remembered, and
+    /// the peers that named a deal that does not exist are ignored a while.
+    fn refuted(
+        &mut self,
+        deal_id: B256,
+        c: Confirmation,
+        waiting: &[O],
+        now: Instant,
+    ) -> Validation {
+        debug!(target: "chain", deal = %deal_id, ?c, "announcement not confirmed by own RPC");
+        if self.intake.refuted.len() >= 16_384 {
+            self.intake.refuted.clear();
+        }
+        self.intake.refuted.insert(deal_id, c);
+        if c != Confirmation::NoSuchDeal {
+            return Validation::Ignore;
+        }
+        self.drop_buffered(&deal_id);
+        if self.intake.misled_by.len() >= MAX_MISLED_PEERS {
+            self.intake.misled_by.clear();
+        }
+        for origin in waiting {
+            self.intake.misled_by.insert(origin.peer().clone(), now);
+        }
+        Validation::Reject
     }
 
     pub(crate) fn start_dispute(&mut self, info: DisputeAnnouncement, now: Instant) {

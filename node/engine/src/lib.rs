@@ -35,6 +35,7 @@ mod commit_reveal;
 mod committees;
 mod dispute;
 mod doppelganger;
+use doppelganger::Doppelganger;
 mod intake;
 mod partials;
 mod replay;
@@ -192,8 +193,8 @@ pub struct Engine<O: MessageOrigin> {
     queue: VerifyQueue<O>,
     /// Conflict detection, evidence and slash tasks.
     slasher: Slasher<O>,
-    /// A partial of this node's key it did not make: (deal, epoch, signer).
-    doppelganger: Option<(B256, u64, u32)>,
+    /// Doppelgänger detection and the hold on signing at start.
+    doppelganger: Doppelganger<O>,
     /// The network's commit-reveal window (the registry's `commitRevealMs`),
     /// pinned by each dispute when this node starts it.
     commit_reveal: Option<Duration>,
@@ -233,7 +234,7 @@ impl<O: MessageOrigin> Engine<O> {
             finished,
             intake: Intake::default(),
             queue: VerifyQueue::default(),
-            doppelganger: None,
+            doppelganger: Doppelganger::default(),
             commit_reveal: None,
             actions: VecDeque::new(),
         }
@@ -263,7 +264,7 @@ impl<O: MessageOrigin> Engine<O> {
     /// A partial of this node's key it did not make, once seen (deal,
     /// epoch, signer index): the node must stop signing.
     pub fn doppelganger(&self) -> Option<(B256, u64, u32)> {
-        self.doppelganger
+        self.doppelganger.seen
     }
 
     /// The next action to perform.
@@ -338,6 +339,10 @@ impl<O: MessageOrigin> Engine<O> {
     }
 
     fn push(&mut self, action: Action<O>) {
+        if matches!(action, Action::Sign { .. }) && self.doppelganger.hold_until.is_some() {
+            self.doppelganger.held.push(action);
+            return;
+        }
         self.actions.push_back(action);
     }
 
@@ -375,6 +380,7 @@ impl<O: MessageOrigin> Engine<O> {
     /// 7. evidence waiting for committees, committee eviction, then eviction
     ///    of disputes finished `retain_settled` ago.
     pub fn on_tick(&mut self, now: Instant) {
+        self.release_held_signatures(now);
         self.retry_committees(now);
         self.retry_fetches(now);
         self.expire(now);

@@ -446,7 +446,7 @@ impl<O: MessageOrigin> Engine<O> {
                     again.extend(d.reveal.own_commit.map(Gossip::Commit));
                 } else {
                     again.extend(d.own.clone().map(Gossip::Verdict));
-                    again.extend(d.extra.iter().cloned().map(Gossip::Verdict));
+                    again.extend(d.extra().iter().cloned().map(Gossip::Verdict));
                 }
                 again.extend(
                     d.submission

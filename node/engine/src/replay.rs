@@ -235,12 +235,20 @@ impl<O: MessageOrigin> Engine<O> {
             d.own = Some(partial.clone());
         } else if d.own.as_ref() != Some(&partial) {
             // Only fault injection produces a second signature.
-            if !d.extra.contains(&partial) {
-                d.extra.push(partial.clone());
+            #[cfg(feature = "fault-injection")]
+            {
+                if !d.extra.contains(&partial) {
+                    d.extra.push(partial.clone());
+                }
+                let unrevealed = d.reveal.reveal_window.is_some() && !d.reveal.revealed;
+                if d.reveal.reveal_window.is_some() && unrevealed {
+                    // Revealed with the own partial.
+                    return;
+                }
             }
-            let unrevealed = d.reveal.reveal_window.is_some() && !d.reveal.revealed;
-            if d.reveal.reveal_window.is_some() && unrevealed {
-                // Revealed with the own partial.
+            #[cfg(not(feature = "fault-injection"))]
+            {
+                error!(target: "pipeline", deal = %deal_id, "a second, different own signature: not published");
                 return;
             }
         }

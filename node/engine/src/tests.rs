@@ -1729,6 +1729,56 @@ fn partials_wait_to_be_batched_unless_they_could_complete_the_certificate() {
     assert!(rig.engine.doppelganger().is_some(), "detected in the short window");
 }
 
+/// Signatures asked for during the doppelgänger wait leave the engine at the
+/// first tick after it, not before.
+#[test]
+fn signing_is_held_until_the_doppelganger_wait_is_over() {
+    let cfg = EngineConfig { detect_doppelganger: true, ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    let wait = Duration::from_secs(10);
+    rig.engine.hold_signing_until(rig.now + wait);
+    let a = announcement(26);
+    rig.confirm(&a);
+    rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+    rig.drain();
+    rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Reproduced)), rig.now);
+    let signs =
+        |actions: &[Action]| actions.iter().filter(|x| matches!(x, Action::Sign { .. })).count();
+    assert_eq!(signs(&rig.drain()), 0, "held during the wait");
+    assert!(rig.engine.signing_held());
+    rig.later(wait - Duration::from_millis(1));
+    rig.engine.on_tick(rig.now);
+    assert_eq!(signs(&rig.drain()), 0, "still held just before the end");
+    rig.later(Duration::from_millis(1));
+    rig.engine.on_tick(rig.now);
+    assert_eq!(signs(&rig.drain()), 1, "made once the wait is over");
+    assert!(!rig.engine.signing_held());
+}
+
+/// A partial of this node's key seen during the wait: the held signatures
+/// are never made.
+#[test]
+fn a_doppelganger_seen_during_the_wait_drops_the_held_signatures() {
+    let cfg = EngineConfig { detect_doppelganger: true, ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    let wait = Duration::from_secs(10);
+    rig.engine.hold_signing_until(rig.now + wait);
+    let a = announcement(27);
+    rig.confirm(&a);
+    rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+    rig.drain();
+    rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Reproduced)), rig.now);
+    rig.drain();
+    // The same key signed elsewhere.
+    rig.gossip_partial(partial(0, EPOCH, commitment(&a, ReexecVerdict::Failed)), origin(1));
+    rig.batch();
+    assert!(rig.engine.doppelganger().is_some());
+    rig.later(wait);
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().all(|x| !matches!(x, Action::Sign { .. })), "never signed");
+    assert!(!rig.engine.signing_held());
+}
+
 // ------------------------------------------------------------ gossip and buffers
 
 /// A forged partial waiting in a batch does not take the genuine one of the
@@ -1866,6 +1916,7 @@ fn one_peer_cannot_fill_the_early_buffers() {
 
 /// An equivocating member's second partial waits for its commit phase like
 /// the first: it does not open anyone's reveal phase early.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_second_signature_is_revealed_with_the_own_partial_not_before() {
     let mut rig = commit_rig(0);
@@ -1879,6 +1930,24 @@ fn a_second_signature_is_revealed_with_the_own_partial_not_before() {
     rig.later(WINDOW);
     rig.engine.on_tick(rig.now);
     assert_eq!(published_verdicts(&rig.drain()), vec![0, 0]);
+}
+
+/// Without fault injection, a second, different signature of this node's
+/// own key for one deal is never published (only the first one is).
+#[cfg(not(feature = "fault-injection"))]
+#[test]
+fn a_second_own_signature_is_never_published() {
+    let mut rig = commit_rig(0);
+    let a = announcement(25);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let mut flipped = own.commitment;
+    flipped.outcome = ReexecVerdict::Failed;
+    rig.engine.on_signed(partial(0, EPOCH, flipped), None, rig.now);
+    assert!(published_verdicts(&rig.drain()).is_empty());
+    rig.later(WINDOW);
+    rig.engine.on_tick(rig.now);
+    assert_eq!(published_verdicts(&rig.drain()), vec![0]);
 }
 
 // ---------------------------------------------------------------- on_tick order

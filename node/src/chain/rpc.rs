@@ -21,7 +21,10 @@
 //! would give alike).
 //! A failed endpoint is tried again first once a probe has seen it answer.
 
-use crate::config::{ChainConfig, DEFAULT_RPC_URL};
+use crate::{
+    backoff::Backoff,
+    config::{ChainConfig, DEFAULT_RPC_URL},
+};
 use alloy_json_rpc::{RequestPacket, ResponsePacket};
 use alloy_primitives::{B256, U64};
 use alloy_pubsub::{ConnectionHandle, PubSubConnect, PubSubFrontend};
@@ -262,7 +265,7 @@ pub struct EndpointHealth {
     pub latency_ms: Option<f64>,
     /// Anchor cross-checks in which its answer was not the one the check
     /// decided (it called an anchor final, or another block canonical, that
-    /// the other endpoints did not; see [`crate::anchor`]).
+    /// the other endpoints did not; see [`crate::chain::anchor`]).
     pub disagreements: u64,
     /// The last such disagreement.
     pub last_disagreement: Option<String>,
@@ -782,7 +785,7 @@ impl Failover {
 }
 
 /// One endpoint read on its own, not through the failover: the anchor
-/// cross-check ([`crate::anchor`]) asks every endpoint and records on each
+/// cross-check ([`crate::chain::anchor`]) asks every endpoint and records on each
 /// one whose answer it did not follow.
 #[derive(Clone)]
 pub struct EndpointReader {
@@ -875,7 +878,7 @@ async fn probe_one(endpoint: &Arc<Endpoint>, chain_id: u64) {
 /// [`MIN_BACKOFF`] to [`MAX_BACKOFF`]) and subscribes again.
 async fn heads(inner: Weak<Inner>, tx: tokio::sync::watch::Sender<u64>) {
     use futures::StreamExt;
-    let mut backoff = MIN_BACKOFF;
+    let mut backoff = Backoff::new(MIN_BACKOFF, MAX_BACKOFF);
     loop {
         let endpoint = {
             let Some(inner) = inner.upgrade() else { return };
@@ -911,7 +914,7 @@ async fn heads(inner: Weak<Inner>, tx: tokio::sync::watch::Sender<u64>) {
                                 () = tx.closed() => return,
                             };
                             let Some(header) = next else { break };
-                            backoff = MIN_BACKOFF;
+                            backoff.reset();
                             endpoint.record_head(header.number);
                             if tx.send(header.number).is_err() {
                                 return;
@@ -926,10 +929,9 @@ async fn heads(inner: Weak<Inner>, tx: tokio::sync::watch::Sender<u64>) {
             }
         }
         tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
+            () = tokio::time::sleep(backoff.next_delay()) => {}
             () = tx.closed() => return,
         }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }
 

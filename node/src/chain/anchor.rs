@@ -26,7 +26,7 @@
 //! honest endpoint a block ahead of the others at the edge of finality (a
 //! steady rise on one endpoint is the former).
 
-use crate::rpc::{EndpointReader, RPC_CONNECT_TIMEOUT, RPC_TIMEOUT};
+use crate::chain::rpc::{EndpointReader, RPC_CONNECT_TIMEOUT, RPC_TIMEOUT};
 use crate::{
     chain::ChainError,
     dispute::{AnchorRef, AnchorStatus},

@@ -313,8 +313,8 @@ mod tests {
     const PASSWORD: &str = "\u{1d531}\u{1d522}\u{1d530}\u{1d531}\u{1d52d}\u{1d51e}\u{1d530}\u{1d530}\u{1d534}\u{1d52c}\u{1d52f}\u{1d521}\u{1f511}";
     const SECRET: &str = "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f";
 
-    const SCRYPT_VECTOR: &str = include_str!("../tests/vectors/eip2335_scrypt.json");
-    const PBKDF2_VECTOR: &str = include_str!("../tests/vectors/eip2335_pbkdf2.json");
+    const SCRYPT_VECTOR: &str = include_str!("../../tests/vectors/eip2335_scrypt.json");
+    const PBKDF2_VECTOR: &str = include_str!("../../tests/vectors/eip2335_pbkdf2.json");
 
     #[test]
     fn password_normalisation() {

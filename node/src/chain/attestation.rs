@@ -7,8 +7,10 @@
 //! The nodes serve an Attestor like any escrow (`chain.escrows`): its
 //! requests are `Disputed` logs and its answers `resolve` calls.
 
+use crate::chain::contracts::{
+    deal_state, IAttestor, IEscrow, IRegistry, Question, VerdictCommitment,
+};
 use crate::chain::{Chain, ChainError};
-use crate::contracts::{deal_state, IAttestor, IEscrow, IRegistry, Question, VerdictCommitment};
 use alloy_consensus::Transaction as _;
 use alloy_primitives::{keccak256, Address, Bytes, B256, U256};
 use alloy_provider::Provider;
