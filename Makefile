@@ -43,6 +43,7 @@ rust-test:
 
 contracts-test:
 	cd contracts && forge test
+	cd contracts && FOUNDRY_PROFILE=ci forge test --match-path 'test/invariant/*'
 	contracts/check-layout.sh
 
 ## deploy-test: offline checks of deploy/ (Kustomize + Kubernetes schemas, node.toml

@@ -234,6 +234,26 @@ impl Committee {
         Ok(self.members_at(indices)?.iter().map(|m| m.stake).sum())
     }
 
+    /// The registry's position bitmap of the members at `indices` (strictly
+    /// ascending): bit `p & 7` of byte `p >> 3` is set for the member at
+    /// position `p` (ascending index order, as `epochMembers`), and the
+    /// bitmap is `ceil(len / 8)` bytes. This is the non-signer form that
+    /// `resolve(commitment, bytes, signature)` reads without a search.
+    pub fn position_bitmap(&self, indices: &[u32]) -> Result<Vec<u8>> {
+        if indices.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(Error::IndicesNotAscending);
+        }
+        let mut bitmap = vec![0u8; self.members.len().div_ceil(8)];
+        for &index in indices {
+            let p = self
+                .members
+                .binary_search_by_key(&index, |m| m.index)
+                .map_err(|_| Error::IndexOutOfRange { index, size: self.members.len() })?;
+            bitmap[p >> 3] |= 1 << (p & 7);
+        }
+        Ok(bitmap)
+    }
+
     /// The member indices not in `indices` (e.g. a certificate's signers from
     /// its non-signers).
     pub fn complement(&self, indices: &[u32]) -> Result<Vec<u32>> {
@@ -264,6 +284,26 @@ mod tests {
             })
             .collect();
         Committee::new(7, members, bps)
+    }
+
+    #[test]
+    fn position_bitmap_is_by_position_not_by_registry_index() {
+        // Ten members with registry indices 3, 7, 11, ... (not their positions).
+        let members = (0..10u32)
+            .map(|p| Member {
+                index: 3 + 4 * p,
+                operator: Address::repeat_byte(p as u8),
+                key: SecretKey::from_seed(&[p as u8 + 1; 32]).unwrap().public_key(),
+                stake: U256::from(1),
+            })
+            .collect();
+        let c = Committee::new(7, members, DEFAULT_THRESHOLD_BPS).unwrap();
+        assert_eq!(c.position_bitmap(&[]).unwrap(), vec![0, 0]);
+        // Index 3 is position 0, 7 position 1, 31 position 7, 39 position 9.
+        assert_eq!(c.position_bitmap(&[3, 7, 31, 39]).unwrap(), vec![0b1000_0011, 0b10]);
+        assert!(matches!(c.position_bitmap(&[4]), Err(Error::IndexOutOfRange { index: 4, .. })));
+        assert!(matches!(c.position_bitmap(&[7, 3]), Err(Error::IndicesNotAscending)));
+        assert!(matches!(c.position_bitmap(&[7, 7]), Err(Error::IndicesNotAscending)));
     }
 
     #[test]

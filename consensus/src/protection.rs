@@ -13,7 +13,6 @@
 use crate::{Error, Result, SecretKey, Signature};
 use alloy_primitives::B256;
 use resolvd_proto::{VerdictCommitment, VerdictDomain};
-use std::collections::HashMap;
 
 /// The key of a slashing-protection record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -69,7 +68,7 @@ pub trait ProtectionStore {
 #[cfg(any(test, feature = "test-utils"))]
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    records: HashMap<ProtectionKey, B256>,
+    records: std::collections::HashMap<ProtectionKey, B256>,
 }
 
 #[cfg(any(test, feature = "test-utils"))]

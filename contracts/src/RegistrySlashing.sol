@@ -41,7 +41,8 @@ contract RegistrySlashing is ResolverRegistryStorage {
     ///         caller (nothing if the caller operates an equivocator or a slashed resolver),
     ///         the rest to `slashSink`. Permissionless.
     /// @dev Gas: the two evidence checks (a stored-key load, a membership read and a G1ADD per
-    ///      listed signer, two pairings) plus about 33k per slashed resolver; measured in
+    ///      listed signer, two pairings) plus about 33k per slashed resolver (about 36.4k
+    ///      with the evidence checks of the largest committee spread over it); measured in
     ///      test/EscrowGas.t.sol (`slashEquivocation-<n>-of-<n>`) and
     ///      test/EconomicsSoundness.t.sol. A coalition too large for one transaction is slashed
     ///      across several with `slashEquivocationUpTo`.

@@ -1061,11 +1061,17 @@ impl Chain {
             .map_err(|err| ChainError::Unexpected(format!("epoch {epoch} committee: {err}")))
     }
 
-    /// Sends `resolve` with `certificate`.
-    pub async fn resolve(&self, certificate: &QuorumCertificate) -> Result<TxOutcome, ChainError> {
+    /// Sends `resolve` with `certificate`, its non-signers given as the
+    /// position bitmap `non_signers` (`Committee::position_bitmap`): the
+    /// overload that costs no search per non-signer.
+    pub async fn resolve(
+        &self,
+        certificate: &QuorumCertificate,
+        non_signers: &[u8],
+    ) -> Result<TxOutcome, ChainError> {
         let call = IEscrow::resolveCall {
             commitment: AbiCommitment::from(&certificate.commitment),
-            nonSigners: certificate.non_signers.iter().map(|&i| U256::from(i)).collect(),
+            nonSigners: Bytes::copy_from_slice(non_signers),
             aggregateSignature: Bytes::copy_from_slice(&certificate.signature.to_eip2537()),
         };
         // Keyed by deal: any certificate settles it, so a restart resumes the
@@ -1074,12 +1080,56 @@ impl Chain {
         self.send_keyed(&key, self.escrow, call).await
     }
 
-    /// Sends `slashEquivocation(domainSeparator, a, b)`.
-    pub async fn slash(&self, a: Evidence, b: Evidence) -> Result<TxOutcome, ChainError> {
+    /// Sends `slashEquivocationUpTo(domainSeparator, a, b, SLASH_CHUNK)`:
+    /// at most [`SLASH_CHUNK`] resolvers per transaction, so that slashing
+    /// the largest coalition is several transactions each under EIP-7825's
+    /// per-transaction gas cap. `round` is the number of chunks already
+    /// sent for this evidence (each round is its own keyed transaction, so
+    /// a restart resumes the one in flight).
+    pub async fn slash(
+        &self,
+        a: Evidence,
+        b: Evidence,
+        round: usize,
+    ) -> Result<TxOutcome, ChainError> {
         let separator = self.domain().eip712().separator();
-        let call = IRegistry::slashEquivocationCall { domainSeparator: separator, a, b };
-        let key = format!("slash/{}", alloy_primitives::keccak256(call.abi_encode()));
+        let call = IRegistry::slashEquivocationUpToCall {
+            domainSeparator: separator,
+            a,
+            b,
+            maxSlashed: U256::from(SLASH_CHUNK),
+        };
+        let key = format!("slash/{}/{round}", alloy_primitives::keccak256(call.abi_encode()));
         self.send_keyed(&key, self.registry, call).await
+    }
+
+    /// Slashes every not yet slashed resolver of `resolvers` that the
+    /// evidence pair `a`, `b` convicts: one bounded [`Self::slash`] after
+    /// another until each of them is slashed (by this handle or anyone
+    /// else). Returns the transactions this handle sent.
+    pub async fn slash_all(
+        &self,
+        resolvers: &[u32],
+        a: Evidence,
+        b: Evidence,
+    ) -> Result<Vec<TxOutcome>, ChainError> {
+        let mut sent = Vec::new();
+        // Each round slashes at least one of `resolvers` or ends the loop.
+        for round in 0..=resolvers.len() {
+            let mut all = true;
+            for r in resolvers {
+                all &= self.is_slashed(*r).await?;
+            }
+            if all {
+                break;
+            }
+            match self.slash(a.clone(), b.clone(), round).await {
+                Ok(o) => sent.push(o),
+                Err(ChainError::Reverted { data, .. }) if is_already_slashed(&data) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(sent)
     }
 
     /// Whether resolver `index` has been slashed.
@@ -1189,7 +1239,19 @@ async fn succeeded(
     })
 }
 
-/// `tx` with a gas limit of its estimate plus a quarter and 25,000.
+/// EIP-7825's cap on one transaction's gas limit (2^24): a limit above it
+/// is refused by the pool of every chain that activated it.
+pub const MAX_TX_GAS: u64 = 1 << 24;
+
+/// Resolvers slashed per `slashEquivocationUpTo` transaction. The registry
+/// measures about 36.4k gas per slashed resolver with the evidence checks of
+/// the largest committee (400) included (`contracts/ECONOMICS.md`): 200 take
+/// about 9M, whose limit with headroom (11.3M) stays under [`MAX_TX_GAS`].
+pub const SLASH_CHUNK: u64 = 200;
+
+/// `tx` with a gas limit of its estimate plus a quarter and 25,000, at most
+/// [`MAX_TX_GAS`]; an estimate above that cap is an error (no chain that
+/// enforces it would take the transaction).
 ///
 /// An estimate is exact for the state it ran on, but a transaction can be
 /// mined after another one of the same block that makes it dearer: a resolve
@@ -1208,8 +1270,19 @@ pub async fn with_gas_headroom(
         .block(BlockId::latest())
         .await
         .map_err(|e| revert_or_rpc(&e))?;
-    tx.gas = Some(estimate.saturating_add(estimate / 4).saturating_add(25_000));
+    tx.gas = Some(gas_limit(estimate)?);
     Ok(tx)
+}
+
+/// The gas limit for an estimate: a quarter and 25,000 more, at most
+/// [`MAX_TX_GAS`].
+fn gas_limit(estimate: u64) -> Result<u64, ChainError> {
+    if estimate > MAX_TX_GAS {
+        return Err(ChainError::Unexpected(format!(
+            "the transaction needs {estimate} gas, over the per-transaction cap {MAX_TX_GAS}"
+        )));
+    }
+    Ok(estimate.saturating_add(estimate / 4).saturating_add(25_000).min(MAX_TX_GAS))
 }
 
 /// The revert data of a transaction that was mined and reverted (a receipt
@@ -1315,5 +1388,22 @@ where
     match e.as_error_resp().and_then(|p| p.as_revert_data()) {
         Some(data) => ChainError::Reverted { reason: decode_revert(&data), data },
         None => rpc(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gas_limits_keep_headroom_and_never_exceed_the_transaction_cap() {
+        assert_eq!(gas_limit(100_000).unwrap(), 150_000);
+        // 15.1M (the registry's 400-of-400 slash): 18.9M with headroom, capped.
+        assert_eq!(gas_limit(15_111_102).unwrap(), MAX_TX_GAS);
+        assert_eq!(gas_limit(MAX_TX_GAS).unwrap(), MAX_TX_GAS);
+        assert!(gas_limit(MAX_TX_GAS + 1).is_err());
+        // A full chunk of the largest committee's slash, with headroom, fits.
+        let chunk = 1_900_000 + SLASH_CHUNK * 36_400;
+        assert!(chunk + chunk / 4 + 25_000 < MAX_TX_GAS);
     }
 }

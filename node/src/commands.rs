@@ -388,12 +388,18 @@ pub(crate) async fn slash(args: SlashArgs) -> eyre::Result<()> {
         }
     }
     let checked = ConflictEvidence::verify(a, b, &committees, &chain.domain())?;
-    let tx = chain.slash((&checked.first).into(), (&checked.second).into()).await?;
+    let committee = &committees[&checked.first.epoch];
+    let resolvers: Vec<u32> =
+        checked.equivocators.iter().filter_map(|k| committee.index_of(k)).collect();
+    let sent =
+        chain.slash_all(&resolvers, (&checked.first).into(), (&checked.second).into()).await?;
+    ensure!(!sent.is_empty(), "every equivocator of this evidence is already slashed");
     print_json(&serde_json::json!({
         "dealId": checked.first.commitment.deal_id,
         "equivocators": checked.equivocators.iter().map(|k| hex::encode_prefixed(k.compress())).collect::<Vec<_>>(),
-        "tx": tx.tx_hash,
-        "gasUsed": tx.gas_used,
+        "tx": sent.last().map(|o| o.tx_hash),
+        "txs": sent.iter().map(|o| o.tx_hash).collect::<Vec<_>>(),
+        "gasUsed": sent.iter().map(|o| o.gas_used).sum::<u64>(),
     }))
 }
 

@@ -136,9 +136,14 @@ pub struct Status {
 /// How many late inclusions `/status` remembers.
 pub const MAX_INCLUSIONS: usize = 256;
 
-/// How often the submitter of a certificate whose fee is held reads the
-/// chain's time until the inclusion window has closed.
+/// How often a node that will split a held fee reads the chain's time until
+/// the inclusion window (and, if it did not submit, the grace) has passed.
 const DISTRIBUTE_POLL_SECS: u64 = 5;
+/// Chain seconds past the inclusion window after which a signer that did
+/// not submit the certificate splits a fee still held (the submitter may be
+/// gone, or may never split it): the submitter goes first, so the others
+/// rarely spend gas on a race.
+pub const DISTRIBUTE_GRACE_SECS: u64 = 120;
 
 /// State shared with the HTTP API.
 #[derive(Debug)]
@@ -298,14 +303,12 @@ impl Node {
     async fn restore(&mut self) -> eyre::Result<()> {
         let confirmations = self.cfg.chain.confirmations;
         let chain = self.chain.clone();
-        let (head, at, epoch, reveal) = with_retries("reading the current epoch", 10, || async {
+        let (head, at, epoch) = with_retries("reading the current epoch", 10, || async {
             let c = chain.confirmed(confirmations).await?;
-            let epoch = chain.current_epoch(Some(c.block)).await?;
-            Ok((c.head, c.block, epoch, chain.commit_reveal(epoch, Some(c.block)).await?))
+            Ok((c.head, c.block, chain.current_epoch(Some(c.block)).await?))
         })
         .await?;
         self.engine.on_head(head, 0);
-        self.engine.set_commit_reveal(reveal);
         let now = Instant::now();
         // Committees of the restored disputes (and of the current epoch), at
         // the confirmed block; then the disputes themselves.
@@ -319,8 +322,11 @@ impl Node {
         epochs.sort_unstable();
         epochs.dedup();
         for e in epochs.into_iter().filter(|&e| e > 0 && e <= epoch) {
-            let c =
-                with_retries("loading a committee", 10, || chain.committee(e, Some(at))).await?;
+            let (c, reveal) = with_retries("loading a committee", 10, || async {
+                Ok((chain.committee(e, Some(at)).await?, chain.commit_reveal(e, Some(at)).await?))
+            })
+            .await?;
+            self.engine.set_commit_reveal(e, reveal);
             self.engine.add_committee(c, now);
         }
         // Loaded above: this only records the epoch as current.
@@ -517,15 +523,16 @@ impl Node {
     }
 
     /// A certificate settled `deal_id`: if the escrow holds its fee for the
-    /// inclusion window and this node's account submitted the certificate
+    /// inclusion window, send `distributeFee` once the chain's time is past
+    /// the window: at once if this node's account submitted the certificate
     /// (the escrow's record, not the node's own view, which may not know its
-    /// transaction yet), send `distributeFee` once the chain's time is past the
-    /// window (a restart forgets it; anyone may send it).
+    /// transaction yet), [`DISTRIBUTE_GRACE_SECS`] later if the node signed
+    /// the certified digest, so that no submitter can leave the fee held.
+    /// A restart forgets it; anyone may send it.
     fn distribute_when_closed(&mut self, deal_id: B256) {
         let Some(account) = self.chain.account else { return };
-        if self.engine.view(&deal_id).is_none() {
-            return;
-        }
+        let Some(view) = self.engine.view(&deal_id) else { return };
+        let signed = view.own_signature.is_some().then_some(view.digest).flatten();
         let chains: Vec<Chain> =
             self.chain.escrows.iter().map(|e| self.chain.for_escrow(*e)).collect();
         tokio::spawn(async move {
@@ -533,13 +540,19 @@ impl Node {
             for chain in &chains {
                 let held = IEscrow::heldCall { dealId: deal_id };
                 let Ok(h) = chain.view(chain.escrow, held, None).await else { continue };
-                if h.closesAt == 0 || h.submitter != account {
+                let after = if h.closesAt == 0 {
                     continue;
-                }
+                } else if h.submitter == account {
+                    h.closesAt
+                } else if signed == Some(h.digest) {
+                    h.closesAt.saturating_add(DISTRIBUTE_GRACE_SECS)
+                } else {
+                    continue;
+                };
                 // Chain time, polled: the window closes by the escrow's clock.
                 loop {
                     match chain.head_and_time().await {
-                        Ok((_, time)) if time > h.closesAt => break,
+                        Ok((_, time)) if time > after => break,
                         _ => tokio::time::sleep(Duration::from_secs(DISTRIBUTE_POLL_SECS)).await,
                     }
                 }
@@ -792,7 +805,7 @@ impl Node {
             }
             Internal::Committee { epoch, result } => {
                 let result = result.map(|(committee, reveal)| {
-                    self.engine.set_commit_reveal(reveal);
+                    self.engine.set_commit_reveal(epoch, reveal);
                     committee
                 });
                 self.engine.on_committee(epoch, result, now);
@@ -995,13 +1008,18 @@ async fn sleep_until_some(at: Option<tokio::time::Instant>) {
 }
 
 /// Sends `resolve` unless the deal is already settled, and classifies the result.
-async fn submit(chain: &Chain, deal_id: B256, qc: &QuorumCertificate) -> SubmitResult {
+async fn submit(
+    chain: &Chain,
+    deal_id: B256,
+    qc: &QuorumCertificate,
+    non_signers: &[u8],
+) -> SubmitResult {
     match chain.still_disputed(deal_id).await {
         Ok(Confirmation::Disputed) => {}
         Ok(_) => return SubmitResult::AlreadyResolved,
         Err(e) => return SubmitResult::Failed(e.to_string()),
     }
-    match chain.resolve(qc).await {
+    match chain.resolve(qc, non_signers).await {
         Ok(o) => SubmitResult::Sent { tx: o.tx_hash, gas: o.gas_used },
         Err(ChainError::Reverted { data, .. }) if crate::chain::is_already_resolved(&data) => {
             SubmitResult::AlreadyResolved
@@ -1055,20 +1073,8 @@ async fn include_self(
 
 async fn slash(chain: &Chain, resolvers: &[u32], a: Evidence, b: Evidence) -> SlashResult {
     let run = async {
-        let mut all = true;
-        for r in resolvers {
-            all &= chain.is_slashed(*r).await?;
-        }
-        if all {
-            return Ok(None);
-        }
-        match chain.slash(a, b).await {
-            Ok(o) => Ok(Some(o.tx_hash)),
-            Err(ChainError::Reverted { data, .. }) if crate::chain::is_already_slashed(&data) => {
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
+        let sent = chain.slash_all(resolvers, a, b).await?;
+        Ok::<_, ChainError>(sent.last().map(|o| o.tx_hash))
     };
     match run.await {
         Ok(tx) => SlashResult::Done(tx),

@@ -1322,6 +1322,22 @@ impl Devnet {
         Ok(C::abi_decode_returns(&self.provider.call(tx).await?)?)
     }
 
+    /// The registry indices named by `bitmap`, a `resolve` call's
+    /// non-signer position bitmap for `deal_id` (bit `p & 7` of byte
+    /// `p >> 3` is the member at position `p` of the deal's epoch).
+    pub async fn non_signers_of(&self, deal_id: B256, bitmap: &[u8]) -> eyre::Result<Vec<u32>> {
+        let epoch = U256::from(self.deal(deal_id).await?.epoch);
+        let members =
+            self.view(self.deployment.registry, IRegistry::epochMembersCall { epoch }).await?;
+        let mut indices = Vec::new();
+        for (p, index) in members.iter().enumerate() {
+            if bitmap.get(p >> 3).is_some_and(|b| b & (1 << (p & 7)) != 0) {
+                indices.push(index.to::<u32>());
+            }
+        }
+        Ok(indices)
+    }
+
     /// The escrow's record of a deal.
     pub async fn deal(&self, deal_id: B256) -> eyre::Result<Deal> {
         Ok(self.view(self.deployment.escrow, IEscrow::dealCall { dealId: deal_id }).await?.into())

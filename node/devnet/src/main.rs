@@ -157,8 +157,8 @@ async fn settle_row(
         .ok_or_else(|| eyre::eyre!("resolve transaction {tx} not found"))?;
     let input = alloy_consensus::Transaction::input(&sent);
     let call = <IEscrow::resolveCall as alloy_sol_types::SolCall>::abi_decode(input)?;
-    let non_signers: Vec<u64> = call.nonSigners.iter().map(|i| i.to::<u64>()).collect();
-    let signers: Vec<String> = (0..net.nodes.len() as u64)
+    let non_signers = net.non_signers_of(open.deal_id, &call.nonSigners).await?;
+    let signers: Vec<String> = (0..net.nodes.len() as u32)
         .filter(|i| !non_signers.contains(i))
         .map(|i| i.to_string())
         .collect();

@@ -238,6 +238,9 @@ pub enum Action<O> {
         escrow: Address,
         /// The certificate.
         certificate: Box<QuorumCertificate>,
+        /// Its non-signers as the registry's position bitmap
+        /// ([`resolvd_consensus::Committee::position_bitmap`]).
+        non_signers: Vec<u8>,
     },
     /// Send `slashEquivocation`; answer with [`Engine::on_slashed`].
     Slash(Box<SlashRequest>),

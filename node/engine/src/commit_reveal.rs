@@ -110,18 +110,19 @@ impl<O: MessageOrigin> Engine<O> {
             }
             return Some(Validation::Reject);
         }
+        if !self.chain.committees.contains_key(&c.epoch) {
+            // The dispute's committee (and with it the epoch's commit-reveal
+            // setting) is still loading: held until it is.
+            return self.hold_early_commit(c, origin, arrived, now);
+        }
         if d.reveal.reveal_window.is_none() {
-            // Commit-reveal is off here (a node with another setting).
+            // Commit-reveal is off for this dispute's epoch.
             return Some(Validation::Ignore);
         }
         if d.reveal.commits.contains_key(&c.signer_index) {
             // The signer's commitment is held (this one, or another: only a
             // forgery or the signer's own misbehaviour; neither is spread).
             return Some(Validation::Ignore);
-        }
-        if !self.chain.committees.contains_key(&c.epoch) {
-            // The dispute's committee is still loading: held until it is.
-            return self.hold_early_commit(c, origin, arrived, now);
         }
         if let Some(pending) = self.queue.pending_commits.get_mut(&c) {
             // The same message from another peer: one verdict for all.

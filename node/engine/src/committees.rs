@@ -21,6 +21,8 @@ pub(crate) struct ChainView {
     pub(crate) committee_retry: BTreeMap<u64, Instant>,
     /// Order in which committees were loaded (for eviction).
     pub(crate) committee_order: VecDeque<u64>,
+    /// The commit-reveal window each epoch pins (given with its committee).
+    pub(crate) commit_reveal: BTreeMap<u64, Option<Duration>>,
 }
 
 impl<O: MessageOrigin> Engine<O> {
@@ -103,6 +105,7 @@ impl<O: MessageOrigin> Engine<O> {
         for epoch in evict {
             debug!(target: "chain", epoch, "committee evicted");
             self.chain.committees.remove(&epoch);
+            self.chain.commit_reveal.remove(&epoch);
             self.chain.committee_order.retain(|e| *e != epoch);
             self.builders.retain(|(_, e), _| *e != epoch);
             for conflict in self.slasher.conflicts.values_mut() {

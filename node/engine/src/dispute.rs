@@ -205,6 +205,9 @@ pub(crate) struct Submission {
 pub(crate) struct Reveal {
     /// The commit window (None: off for this dispute).
     pub(crate) reveal_window: Option<Duration>,
+    /// Whether `reveal_window` is the value pinned by the dispute's epoch
+    /// (known once that epoch's committee is loaded; off until then).
+    pub(crate) known: bool,
     /// When this node gossiped its own commitment.
     pub(crate) own_commit_at: Option<Instant>,
     /// Its own (signed) commitment, re-gossiped until it reveals.
@@ -299,12 +302,22 @@ impl Dispute {
         view
     }
 
-    /// Turns commit-reveal on for this dispute.
-    pub(crate) fn with_reveal(mut self, window: Option<Duration>) -> Self {
+    /// Sets this dispute's commit-reveal window: the value its epoch pins,
+    /// `None` if commit-reveal is off (or, with `window` `None` as the
+    /// argument, not known yet).
+    pub(crate) fn with_reveal(mut self, window: Option<Option<Duration>>) -> Self {
+        if let Some(window) = window {
+            self.set_reveal(window);
+        }
+        self
+    }
+
+    /// Pins the commit-reveal window of the dispute's epoch.
+    pub(crate) fn set_reveal(&mut self, window: Option<Duration>) {
+        self.reveal.known = true;
         self.reveal.reveal_window = window;
         self.record.commit_reveal =
             window.map(|w| CommitReveal { window_ms: w.as_millis() as u64, ..Default::default() });
-        self
     }
 
     pub(crate) fn operational(&mut self, reason: String, now: Instant) {

@@ -272,7 +272,8 @@ impl<O: MessageOrigin> Engine<O> {
         }
         self.load_committee(info.epoch);
         self.push(Action::Publish(Gossip::Dispute(info.clone())));
-        self.disputes.insert(deal_id, Dispute::new(info, now).with_reveal(self.commit_reveal));
+        let reveal = self.chain.commit_reveal.get(&info.epoch).copied();
+        self.disputes.insert(deal_id, Dispute::new(info, now).with_reveal(reveal));
         self.release_early_commits(&deal_id, now);
         self.release_buffered(&deal_id, now);
         self.advance(deal_id, now);

@@ -195,9 +195,6 @@ pub struct Engine<O: MessageOrigin> {
     slasher: Slasher<O>,
     /// Doppelgänger detection and the hold on signing at start.
     doppelganger: Doppelganger<O>,
-    /// The network's commit-reveal window (the registry's `commitRevealMs`),
-    /// pinned by each dispute when this node starts it.
-    commit_reveal: Option<Duration>,
     actions: VecDeque<Action<O>>,
 }
 
@@ -235,7 +232,6 @@ impl<O: MessageOrigin> Engine<O> {
             intake: Intake::default(),
             queue: VerifyQueue::default(),
             doppelganger: Doppelganger::default(),
-            commit_reveal: None,
             actions: VecDeque::new(),
         }
     }
@@ -251,14 +247,21 @@ impl<O: MessageOrigin> Engine<O> {
         self.identity.domains.insert(domain.verifying_contract, domain);
     }
 
-    /// The network's commit-reveal setting (the registry's `commitRevealMs`,
-    /// `None` for 0: off). Disputes started from now on use it; a dispute
-    /// keeps the setting it started with.
-    pub fn set_commit_reveal(&mut self, window: Option<Duration>) {
-        if self.commit_reveal != window {
-            info!(target: "node", ?window, "commit-reveal setting");
+    /// The commit-reveal window epoch `epoch` pins (the registry's
+    /// `commitRevealMsAt(epoch)`, `None` for 0: off). Give it with the
+    /// epoch's committee (before [`Self::on_committee`] or
+    /// [`Self::add_committee`]): every dispute of that epoch uses it, the
+    /// ones already started included, so every node runs a dispute with
+    /// the same setting whatever the current epoch was when it started it.
+    pub fn set_commit_reveal(&mut self, epoch: u64, window: Option<Duration>) {
+        if self.chain.commit_reveal.insert(epoch, window) != Some(window) {
+            info!(target: "node", epoch, ?window, "commit-reveal setting");
         }
-        self.commit_reveal = window;
+        for d in self.disputes.values_mut() {
+            if d.info.epoch == epoch && !d.reveal.known {
+                d.set_reveal(window);
+            }
+        }
     }
 
     /// A partial of this node's key it did not make, once seen (deal,

@@ -38,7 +38,8 @@ impl<O: MessageOrigin> Engine<O> {
             warn!(target: "node", deal = %deal_id, escrow = %info.escrow, "stored dispute of an escrow this node no longer serves: not restored");
             return;
         };
-        let mut d = Dispute::new(info, now).with_reveal(self.commit_reveal);
+        let reveal = self.chain.commit_reveal.get(&info.epoch).copied();
+        let mut d = Dispute::new(info, now).with_reveal(reveal);
         let me = self.my_index(d.info.epoch);
         if let Some(own) =
             partials.iter().find(|p| Some(p.signer_index) == me && p.epoch == d.info.epoch)

@@ -115,9 +115,24 @@ impl<O: MessageOrigin> Engine<O> {
             self.widen_certificate(&id);
         }
         let mut submit = Vec::new();
+        let mut missing = Vec::new();
         for (id, d) in &mut self.disputes {
             if !d.submission.submitting && d.submission.submit_at.is_some_and(|t| now >= t) {
                 if let Some(qc) = &d.submission.certificate {
+                    // The certificate was verified against this committee;
+                    // if it was evicted since, it is loaded again first.
+                    let Some(committee) = self.chain.committees.get(&qc.epoch) else {
+                        missing.push(qc.epoch);
+                        continue;
+                    };
+                    let non_signers = match committee.position_bitmap(&qc.non_signers) {
+                        Ok(bitmap) => bitmap,
+                        Err(e) => {
+                            // Verified certificates name members only.
+                            warn!(target: "pipeline", deal = %id, error = %e, "certificate names a non-member");
+                            continue;
+                        }
+                    };
                     d.submission.submitting = true;
                     if !d.submission.certificate_gossiped && !d.submission.certificate_from_peer {
                         // The submitters before this one did not settle
@@ -130,10 +145,14 @@ impl<O: MessageOrigin> Engine<O> {
                         deal_id: *id,
                         escrow: d.info.escrow,
                         certificate: Box::new(qc.clone()),
+                        non_signers,
                     });
                 }
             }
         }
         self.actions.extend(submit);
+        for epoch in missing {
+            self.load_committee(epoch);
+        }
     }
 }

@@ -1230,7 +1230,7 @@ const WINDOW: Duration = Duration::from_millis(2_000);
 
 fn commit_rig(me: usize) -> Rig {
     let mut rig = Rig::new(Some(me));
-    rig.engine.set_commit_reveal(Some(WINDOW));
+    rig.engine.set_commit_reveal(EPOCH, Some(WINDOW));
     rig
 }
 
@@ -1420,11 +1420,38 @@ fn the_reveal_phase_starts_at_the_first_valid_reveals_arrival() {
     assert_eq!(commit_view(&rig, &a).uncounted, vec![3]);
 }
 
+/// A dispute runs with the commit-reveal setting its own epoch pins, not
+/// the one of the epoch that is current when this node starts it; one
+/// started before its epoch's setting is known takes it when it arrives.
+#[test]
+fn each_dispute_uses_the_commit_reveal_setting_of_its_epoch() {
+    let mut rig = Rig::new(Some(0));
+    rig.engine.set_commit_reveal(EPOCH, Some(WINDOW));
+    rig.engine.set_commit_reveal(EPOCH + 1, None);
+    rig.engine.on_epoch(EPOCH + 1);
+    let a = announcement(0x41);
+    assert_eq!(a.epoch, EPOCH);
+    rig.confirm(&a);
+    let window = rig.engine.view(&a.deal_id).unwrap().commit_reveal.map(|c| c.window_ms);
+    assert_eq!(window, Some(WINDOW.as_millis() as u64), "the pinned epoch's window");
+    // Epoch EPOCH + 2's setting is not known yet when its dispute starts.
+    rig.engine.on_epoch(EPOCH + 2);
+    let b = DisputeAnnouncement { epoch: EPOCH + 2, ..announcement(0x42) };
+    rig.confirm(&b);
+    assert!(rig.engine.view(&b.deal_id).unwrap().commit_reveal.is_none());
+    rig.engine.set_commit_reveal(EPOCH + 2, Some(WINDOW * 2));
+    let window = rig.engine.view(&b.deal_id).unwrap().commit_reveal.map(|c| c.window_ms);
+    assert_eq!(window, Some(2 * WINDOW.as_millis() as u64));
+    // A known setting is never changed under a running dispute.
+    rig.engine.set_commit_reveal(EPOCH, None);
+    assert!(rig.engine.view(&a.deal_id).unwrap().commit_reveal.is_some());
+}
+
 #[test]
 fn commit_reveal_reveals_after_the_window_and_only_the_late_fallback_counts_late_reveals() {
     let cfg = EngineConfig { republish: WINDOW / 4, ..EngineConfig::default() };
     let mut rig = Rig::with(Some(0), cfg);
-    rig.engine.set_commit_reveal(Some(WINDOW));
+    rig.engine.set_commit_reveal(EPOCH, Some(WINDOW));
     let a = announcement(2);
     let own = rig.sign_through(&a, ReexecVerdict::Failed);
     rig.drain();
@@ -1580,6 +1607,29 @@ fn without_commit_reveal_commitments_are_ignored_and_partials_count_at_once() {
     rig.gossip_partial(p1, origin(2));
     rig.gossip_partial(partial(2, EPOCH, own.commitment), origin(3));
     assert!(certificate_of(&rig.batch()).is_some());
+}
+
+#[test]
+fn a_certificate_is_submitted_with_its_non_signers_as_a_position_bitmap() {
+    let cfg = EngineConfig { submit_slot: Duration::from_secs(4), ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    let a = announcement(0x19);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    for s in [1, 2] {
+        rig.gossip_partial(partial(s, EPOCH, own.commitment), origin(s as u8));
+    }
+    assert_eq!(certificate_of(&rig.batch()).expect("3 of 4").non_signers, vec![3]);
+    rig.later(Duration::from_secs(4 * 4));
+    rig.engine.on_tick(rig.now);
+    let submitted = rig.drain().into_iter().find_map(|x| match x {
+        Action::Submit { certificate, non_signers, .. } => Some((certificate, non_signers)),
+        _ => None,
+    });
+    let (qc, bitmap) = submitted.expect("submitted at its slot");
+    assert_eq!(qc.non_signers, vec![3]);
+    // Member 3 is at position 3 of a four-member committee: one byte, bit 3.
+    assert_eq!(bitmap, vec![0b1000]);
 }
 
 #[test]
@@ -2031,7 +2081,7 @@ fn on_tick_expires_before_it_evicts_so_an_expired_deal_is_persisted_then_pruned(
 fn on_tick_reveals_before_it_republishes_so_the_commitment_is_not_sent_again() {
     let cfg = EngineConfig { republish: WINDOW, ..EngineConfig::default() };
     let mut rig = Rig::with(Some(0), cfg);
-    rig.engine.set_commit_reveal(Some(WINDOW));
+    rig.engine.set_commit_reveal(EPOCH, Some(WINDOW));
     let a = announcement(2);
     rig.sign_through(&a, ReexecVerdict::Reproduced);
     rig.drain();

@@ -151,7 +151,7 @@ alloy_sol_types::sol! {
         function fund(Terms calldata terms, bytes calldata spec, bytes calldata prestateAnchor) external returns (bytes32 dealId);
         function deliver(bytes32 dealId, bytes32 deliveryHash, bytes calldata delivery) external;
         function challenge(bytes32 dealId) external;
-        function resolve(VerdictCommitment calldata commitment, uint256[] calldata nonSigners, bytes calldata aggregateSignature) external;
+        function resolve(VerdictCommitment calldata commitment, bytes calldata nonSigners, bytes calldata aggregateSignature) external;
         function setBackend(bytes32 backendId, bytes32 versionHash, bool allowed) external;
         function claimable(address account, address token) external view returns (uint256);
         function claim(address token, address to) external returns (uint256 amount);
@@ -210,6 +210,7 @@ alloy_sol_types::sol! {
         error BitmapTooLong(uint256 length, uint256 maximum);
         error PositionOutOfRange(uint256 position, uint256 members);
         function positionOf(uint256 epoch, uint256 index) external view returns (uint256);
+        function epochMembers(uint256 epoch) external view returns (uint256[] memory);
         function signerBitmap(uint256 epoch, uint256[] calldata indices) external view returns (bytes memory bitmap);
         function MAX_COMMITTEE_SIZE() external view returns (uint256);
 
@@ -234,6 +235,7 @@ alloy_sol_types::sol! {
         function isMember(uint256 index, uint256 epoch) external view returns (bool);
         function register(bytes calldata publicKey, bytes calldata proofOfPossession, uint256 bond) external returns (uint256 index);
         function slashEquivocation(bytes32 domainSeparator, Evidence calldata a, Evidence calldata b) external;
+        function slashEquivocationUpTo(bytes32 domainSeparator, Evidence calldata a, Evidence calldata b, uint256 maxSlashed) external returns (uint256 slashed);
         function slashedFor(bytes32 domainSeparator, bytes32 dealId, uint256 index) external view returns (bool);
 
         // Economics (contracts/ECONOMICS.md).

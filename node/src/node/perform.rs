@@ -47,10 +47,10 @@ impl Node {
             Action::Report { origin, topic, acceptance } => {
                 self.report(&origin, topic, crate::dispute::acceptance(acceptance))
             }
-            Action::Submit { deal_id, escrow, certificate } => {
+            Action::Submit { deal_id, escrow, certificate, non_signers } => {
                 let (chain, tx) = (self.chain.for_escrow(escrow), self.inbox.tx.clone());
                 tokio::spawn(async move {
-                    let result = submit(&chain, deal_id, &certificate).await;
+                    let result = submit(&chain, deal_id, &certificate, &non_signers).await;
                     let _ = tx.send(Internal::Submitted { deal_id, result });
                 });
             }
@@ -95,16 +95,16 @@ impl Node {
     }
 
     /// Reads epoch `epoch`'s committee at the confirmed block, with the
-    /// commit-reveal setting pinned by the current epoch (the one new
-    /// disputes pin; an owner change applies from the next epoch on).
+    /// commit-reveal setting the epoch pins (`commitRevealMsAt(epoch)`: the
+    /// one its disputes run with; an owner change applies from the next
+    /// epoch on).
     fn spawn_committee_load(&self, epoch: u64) {
         let (chain, tx) = (self.chain.clone(), self.inbox.tx.clone());
         let confirmations = self.cfg.chain.confirmations;
         tokio::spawn(async move {
             let result = async {
                 let at = chain.confirmed(confirmations).await?.block;
-                let current = chain.current_epoch(Some(at)).await?;
-                let reveal = chain.commit_reveal(current, Some(at)).await?;
+                let reveal = chain.commit_reveal(epoch, Some(at)).await?;
                 Ok::<_, crate::chain::ChainError>((chain.committee(epoch, Some(at)).await?, reveal))
             }
             .await

@@ -19,6 +19,7 @@ use resolvd_devnet::{DealKind, Devnet, AMOUNT, SELLER_BOND};
 use resolvd_node::{
     config::{Byzantine, FaultConfig},
     contracts::{IEscrow, IRegistry, IERC20},
+    keys::{self, PasswordArgs},
 };
 use std::time::Duration;
 
@@ -54,7 +55,7 @@ pub(crate) async fn certificate_of(
     let input = alloy_primitives::hex::decode(tx["input"].as_str().unwrap()).unwrap();
     let call = IEscrow::resolveCall::abi_decode(&input).unwrap();
     let from = tx["from"].as_str().unwrap().parse().unwrap();
-    (call.nonSigners.iter().map(|i| i.to::<u32>()).collect(), from)
+    (net.non_signers_of(deal, &call.nonSigners).await.unwrap(), from)
 }
 
 /// Settles one honest deal; returns each resolver's pending rewards, the
@@ -252,38 +253,28 @@ async fn with_commit_reveal_a_lazy_copier_is_never_certified_and_fees_timeouts_a
     assert_eq!(net.0.balance(seller).await.unwrap(), seller0 - U256::from(SELLER_BOND));
 }
 
-/// A hostile submitter leaves out a node that signed: the test, holding the
-/// BLS keys of nodes 0, 1 and 2, certifies the dispute with them alone once
-/// all four have signed (node 3, the only node with an account, has no gas
-/// until then, so no node submits first). Node 3 sees itself named a
-/// non-signer of the digest it signed and proves its partial while the fee
-/// is held: the fee is split at once, every node gets its equal share, and
-/// `/status` shows the inclusion.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_left_out_by_a_hostile_submitter_includes_itself_and_is_paid() {
-    use resolvd_node::keys::{self, PasswordArgs};
-    const LEFT_OUT: usize = 3;
-    let mut net = launch(|o| o.with_accounts = Some(vec![LEFT_OUT])).await;
-    let account = net.0.nodes[LEFT_OUT].get("/status").await.unwrap()["account"].clone();
+/// Sets the balance of the account of node `i` (anvil).
+async fn set_balance(net: &Devnet, i: usize, wei: U256) {
+    let account = net.nodes[i].get("/status").await.unwrap()["account"].clone();
     let account: alloy_primitives::Address = serde_json::from_value(account).unwrap();
-    let provider = net.0.provider.clone();
-    let set_balance = |wei: U256| {
-        let provider = provider.clone();
-        async move {
-            let _: () =
-                provider.raw_request("anvil_setBalance".into(), (account, wei)).await.unwrap();
-        }
-    };
-    set_balance(U256::ZERO).await;
-    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
-    let open = net.0.open_dispute(&content, &[0, 1, 2, 3]).await.unwrap();
+    let _: () = net.provider.raw_request("anvil_setBalance".into(), (account, wei)).await.unwrap();
+}
+
+/// A hostile submitter: the test, holding the BLS keys of nodes 0, 1 and 2,
+/// waits until all four nodes signed a dispute, then certifies it with the
+/// three alone, from the deployer's account, leaving out node `LEFT_OUT`
+/// (the nodes with accounts have no gas, so no node submits first). The fee
+/// is held for the inclusion window. Returns the deal.
+async fn certify_leaving_out_node_3(net: &mut Devnet) -> B256 {
+    let content = net.deal_content(DealKind::Honest).await.unwrap();
+    let open = net.open_dispute(&content, &[0, 1, 2, 3]).await.unwrap();
     let deal = open.deal_id;
     // Every node signed: node 0's commitment and digest, node 3's partial.
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     let view = loop {
         let mut views = Vec::new();
         for i in 0..4 {
-            let status = net.0.nodes[i].get("/status").await.unwrap();
+            let status = net.nodes[i].get("/status").await.unwrap();
             views.push(status["disputes"][deal.to_string()].clone());
         }
         if views.iter().all(|v| !v["own_signature"].is_null() && !v["digest"].is_null()) {
@@ -297,28 +288,47 @@ async fn a_node_left_out_by_a_hostile_submitter_includes_itself_and_is_paid() {
     let digest: B256 = serde_json::from_value(view["digest"].clone()).unwrap();
     let mut partials = Vec::new();
     for i in 0..3 {
-        let dir = &net.0.nodes[i].dir;
+        let dir = &net.nodes[i].dir;
         let password = PasswordArgs { password_file: Some(dir.join("password")) };
         let secret = keys::load(&dir.join("bls-keystore.json"), &password).unwrap();
         partials.push(secret.sign(&digest));
     }
     let aggregate = resolvd_consensus::Signature::aggregate(partials.iter()).unwrap();
+    let epoch = U256::from(net.deal(deal).await.unwrap().epoch);
+    let indices = vec![U256::from(LEFT_OUT)];
+    let bitmap = IRegistry::signerBitmapCall { epoch, indices };
+    let bitmap = net.view(net.deployment.registry, bitmap).await.unwrap();
     let call = IEscrow::resolveCall {
         commitment: (&commitment).into(),
-        nonSigners: vec![U256::from(LEFT_OUT)],
+        nonSigners: bitmap,
         aggregateSignature: aggregate.to_eip2537().to_vec().into(),
     };
     resolvd_devnet::send_from(
-        &net.0.provider,
-        net.0.accounts[0],
-        alloy_primitives::TxKind::Call(net.0.deployment.escrow),
+        &net.provider,
+        net.accounts[0],
+        alloy_primitives::TxKind::Call(net.deployment.escrow),
         call.abi_encode().into(),
     )
     .await
     .unwrap();
-    let held = net.0.view(net.0.deployment.escrow, IEscrow::heldCall { dealId: deal }).await;
+    let held = net.view(net.deployment.escrow, IEscrow::heldCall { dealId: deal }).await;
     assert_ne!(held.unwrap().closesAt, 0, "the fee is held: node 3 was left out");
-    set_balance(U256::from(10u64).pow(U256::from(20u64))).await;
+    deal
+}
+
+/// The node the hostile submitter leaves out.
+const LEFT_OUT: usize = 3;
+
+/// Node 3, left out by a hostile submitter although it signed, sees itself
+/// named a non-signer of the digest it signed and proves its partial while
+/// the fee is held: the fee is split at once, every node gets its equal
+/// share, and `/status` shows the inclusion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_left_out_by_a_hostile_submitter_includes_itself_and_is_paid() {
+    let mut net = launch(|o| o.with_accounts = Some(vec![LEFT_OUT])).await;
+    set_balance(&net.0, LEFT_OUT, U256::ZERO).await;
+    let deal = certify_leaving_out_node_3(&mut net.0).await;
+    set_balance(&net.0, LEFT_OUT, U256::from(10u64).pow(U256::from(20u64))).await;
     // Node 3 proves its own partial; that completes the committee: split.
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -349,4 +359,43 @@ async fn a_node_left_out_by_a_hostile_submitter_includes_itself_and_is_paid() {
     }
     assert!(shares[0] > U256::ZERO && shares.windows(2).all(|w| w[0] == w[1]), "{shares:?}");
     assert!(log_of(&net.0, LEFT_OUT).contains("own partial included"));
+}
+
+/// A submitter that never splits the fee it left held (here: not a node at
+/// all) cannot keep it held: node 1 signed the certified digest, and once
+/// the chain's time is past the inclusion window and the grace, it sends
+/// `distributeFee` itself. Node 3 (left out, no gas) stays excluded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fee_the_submitter_leaves_held_is_split_by_a_signer() {
+    const SPLITTER: usize = 1;
+    let mut net = launch(|o| o.with_accounts = Some(vec![SPLITTER, LEFT_OUT])).await;
+    set_balance(&net.0, SPLITTER, U256::ZERO).await;
+    set_balance(&net.0, LEFT_OUT, U256::ZERO).await;
+    let deal = certify_leaving_out_node_3(&mut net.0).await;
+    set_balance(&net.0, SPLITTER, U256::from(10u64).pow(U256::from(20u64))).await;
+    let escrow = net.0.deployment.escrow;
+    let window: U256 = net.0.view(escrow, IEscrow::INCLUSION_WINDOWCall {}).await.unwrap();
+    let grace = resolvd_node::node::DISTRIBUTE_GRACE_SECS;
+    let _: serde_json::Value = net
+        .0
+        .provider
+        .raw_request("evm_increaseTime".into(), (window.saturating_to::<u64>() + grace + 1,))
+        .await
+        .unwrap();
+    let _: serde_json::Value = net.0.provider.raw_request("evm_mine".into(), ()).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while net.0.view(escrow, IEscrow::heldCall { dealId: deal }).await.unwrap().closesAt != 0 {
+        assert!(std::time::Instant::now() < deadline, "nobody split the held fee");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(log_of(&net.0, SPLITTER).contains("held fee split after the inclusion window"));
+    let shares: Vec<U256> = {
+        let mut v = Vec::new();
+        for i in 0..4 {
+            v.push(net.0.fees_of(i).await.unwrap().0);
+        }
+        v
+    };
+    assert!(shares[..3].iter().all(|s| *s > U256::ZERO && *s == shares[0]), "{shares:?}");
+    assert_eq!(shares[LEFT_OUT], U256::ZERO, "{shares:?}");
 }
