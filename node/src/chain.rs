@@ -1036,14 +1036,20 @@ impl Chain {
         let numerator = to_u64(self.view(r, IRegistry::thresholdNumeratorCall {}, block).await?)?;
         let denominator =
             to_u64(self.view(r, IRegistry::thresholdDenominatorCall {}, block).await?)?;
-        let count = to_u64(self.view(r, IRegistry::resolverCountCall {}, block).await?)?;
+        // The epoch's member list (bounded by the registry's committee
+        // size), not a scan of every registration ever made.
         let e = U256::from(epoch);
-        let mut members = Vec::new();
-        for index in 0..count {
-            let i = U256::from(index);
-            if !self.view(r, IRegistry::isMemberCall { index: i, epoch: e }, block).await? {
-                continue;
-            }
+        let list = self.view(r, IRegistry::epochMembersCall { epoch: e }, block).await?;
+        let bound = to_u64(self.view(r, IRegistry::MAX_COMMITTEE_SIZECall {}, block).await?)?;
+        if list.len() as u64 > bound {
+            return Err(ChainError::Unexpected(format!(
+                "epoch {epoch} lists {} members, over the registry's bound {bound}",
+                list.len()
+            )));
+        }
+        let mut members = Vec::with_capacity(list.len());
+        for i in list {
+            let index = to_u64(i)?;
             let info = self.view(r, IRegistry::resolverInfoCall { index: i }, block).await?;
             let key = PublicKey::from_eip2537(&info.publicKey)
                 .map_err(|err| ChainError::Unexpected(format!("resolver {index} key: {err}")))?;

@@ -388,7 +388,12 @@ async fn a_fee_the_submitter_leaves_held_is_split_by_a_signer() {
         assert!(std::time::Instant::now() < deadline, "nobody split the held fee");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert!(log_of(&net.0, SPLITTER).contains("held fee split after the inclusion window"));
+    // The node's log line is written after the transaction is mined.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !log_of(&net.0, SPLITTER).contains("held fee split after the inclusion window") {
+        assert!(std::time::Instant::now() < deadline, "node {SPLITTER} did not split the fee");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     let shares: Vec<U256> = {
         let mut v = Vec::new();
         for i in 0..4 {
