@@ -271,7 +271,7 @@ pub struct EndpointHealth {
     pub last_disagreement: Option<String>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct State {
     chain_id: Option<u64>,
     refused: bool,
@@ -669,19 +669,7 @@ impl Failover {
                 local,
                 transport: RwLock::new(transport),
                 connector,
-                state: Mutex::new(State {
-                    chain_id: None,
-                    refused: false,
-                    head: None,
-                    head_at: None,
-                    consecutive_errors: 0,
-                    requests: 0,
-                    errors: 0,
-                    last_error: None,
-                    latency: None,
-                    disagreements: 0,
-                    last_disagreement: None,
-                }),
+                state: Mutex::new(State::default()),
             }));
         }
         let answers = futures::future::join_all(endpoints.iter().map(|e| async move {
