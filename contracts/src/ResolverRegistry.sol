@@ -444,7 +444,7 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
         view
         returns (uint256 total, uint256 signed)
     {
-        if (_slashedSince(epoch) == type(uint256).max) return (0, 0);
+        if (_firstRecordSince(epoch) == type(uint256).max) return (0, 0);
         return _slashedStake(epoch, signerBitmap(epoch, nonSigners));
     }
 
@@ -457,13 +457,14 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
         return _slashedStake(epoch, nonSigners);
     }
 
-    /// @dev Position in the slashed-member log from which members of `epoch` slashed since it
-    ///      started appear (`type(uint256).max`: none).
-    function _slashedSince(uint256 epoch) internal view returns (uint256) {
+    /// @dev The first slashing call that ran while `epoch` or a later one was current
+    ///      (`type(uint256).max`: none). Every member of `epoch` slashed since it started was
+    ///      slashed by that call or a later one, and appears in the slashed-member log from that
+    ///      call's `firstSlashed` on.
+    function _firstRecordSince(uint256 epoch) internal view returns (uint256) {
         uint256 n = _slashRecords.length;
         if (n == 0 || _slashRecords[n - 1].nextEpoch <= epoch) return type(uint256).max;
-        // The first call that ran while `epoch` or a later one was current (nextEpoch only
-        // grows); every member of `epoch` slashed since is in the log from its position on.
+        // nextEpoch only grows.
         uint256 lo;
         uint256 hi = n - 1;
         while (lo < hi) {
@@ -471,20 +472,27 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
             if (_slashRecords[mid].nextEpoch > epoch) hi = mid;
             else lo = mid + 1;
         }
-        return _slashRecords[lo].firstSlashed;
+        return lo;
     }
 
-    /// @dev `slashedStake` with the non-signers as a position bitmap of `epoch`.
+    /// @dev `slashedStake` with the non-signers as a position bitmap of `epoch`. Scans the
+    ///      shorter of two lists, so it reads at most `members(epoch) <= MAX_COMMITTEE_SIZE`
+    ///      entries however many resolvers were slashed since: the slashed-member log from the
+    ///      first call since `epoch` started (a membership read per entry, a binary search in
+    ///      the member list per member of `epoch`), or `epoch`'s member list (a read of each
+    ///      member's slash record, plus its stake if that call ran since).
     function _slashedStake(uint256 epoch, bytes memory nonSigners)
         internal
         view
         returns (uint256 total, uint256 signed)
     {
-        uint256 start = _slashedSince(epoch);
-        if (start == type(uint256).max) return (0, 0);
+        uint256 first = _firstRecordSince(epoch);
+        if (first == type(uint256).max) return (0, 0);
+        uint256 start = _slashRecords[first].firstSlashed;
         uint256 end = _slashedLogLength;
-        address list = _memberList[epoch];
         uint256 members = _epochs[epoch].members;
+        if (end - start > members) return _slashedMembers(epoch, first, nonSigners);
+        address list = _memberList[epoch];
         uint256 word = _slashedLog[start / 8];
         for (uint256 p = start; p < end; ++p) {
             if (p % 8 == 0 && p != start) word = _slashedLog[p / 8];
@@ -493,11 +501,31 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
             uint256 stake = _memberships[index].stake;
             total += stake;
             (, uint256 position) = _search(list, 0, members, index);
-            uint256 at = position >> 3;
-            bool missing =
-                at < nonSigners.length && (uint8(nonSigners[at]) >> (position & 7)) & 1 == 1;
-            if (!missing) signed += stake;
+            if (!_named(nonSigners, position)) signed += stake;
         }
+    }
+
+    /// @dev `_slashedStake` over `epoch`'s member list: the members whose slash record is
+    ///      `first` or later (record ids are one more than the call's position).
+    function _slashedMembers(uint256 epoch, uint256 first, bytes memory nonSigners)
+        internal
+        view
+        returns (uint256 total, uint256 signed)
+    {
+        uint256[] memory list = _listOf(epoch);
+        for (uint256 p; p < list.length; ++p) {
+            uint256 index = list[p];
+            if (_resolvers[index].slashRecord <= first) continue;
+            uint256 stake = _memberships[index].stake;
+            total += stake;
+            if (!_named(nonSigners, p)) signed += stake;
+        }
+    }
+
+    /// @dev Whether position `p` is set in a position bitmap.
+    function _named(bytes memory bitmap, uint256 p) internal pure returns (bool) {
+        uint256 at = p >> 3;
+        return at < bitmap.length && (uint8(bitmap[at]) >> (p & 7)) & 1 == 1;
     }
 
     /// @notice Whether `index` was slashed by evidence for `dealId` of the verdict domain

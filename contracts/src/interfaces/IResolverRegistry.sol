@@ -206,7 +206,9 @@ interface IResolverRegistry {
 
     /// @notice The stake of `epoch`'s members slashed since `epoch` started, in total and the
     ///         part not named in `nonSigners` (strictly ascending; a certificate's non-signers).
-    ///         O(members slashed since): 0 without a cost beyond two reads when there were none.
+    ///         Reads at most one entry per member of `epoch` (`MAX_COMMITTEE_SIZE`), however
+    ///         many resolvers were slashed since: O(min(resolvers slashed since, members)), two
+    ///         reads when there were none.
     function slashedStake(uint256 epoch, uint256[] calldata nonSigners)
         external
         view
