@@ -18,8 +18,10 @@ import {ResolverRegistryStorage} from "./ResolverRegistryStorage.sol";
 /// @dev Resolvers get a permanent index at registration and join the committee only through
 ///      `activate`, at least `activationDelay` later (warm-up): stake bought at the last moment
 ///      cannot decide a dispute, because escrows only fund deals whose deliver + challenge
-///      windows fit in the warm-up, so every member of a deal's pinned epoch registered before
-///      the deal was funded. An epoch is the set of resolvers whose
+///      windows fit in the warm-up, and a dispute pins the committee its deal was funded
+///      against (`committeeFor`: the epoch before the first activation after the funding), so
+///      every member of a deal's pinned epoch was a member when the deal was funded. An epoch
+///      is the set of resolvers whose
 ///      membership interval [joinedEpoch, leftEpoch) contains it; each epoch stores its
 ///      aggregate key and total stake and deploys its member list as code (ascending index),
 ///      and each resolver's key and stake live in a record contract deployed at registration,
@@ -141,9 +143,11 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
     ///         epoch. Permissionless: anyone may activate anyone whose time has come. A
     ///         registration can be activated only in `[activatesAt, activatesAt +
     ///         activationDelay]`; after that it expires (`renewActivation` starts a new
-    ///         warm-up), so no stake waits unseen, activated at a moment of its choosing: every
-    ///         registration that can join before a deal's last challenge was made at most
-    ///         twice the warm-up before the deal was funded, and is public from then on.
+    ///         warm-up): every registration that can join before a deal's last challenge was
+    ///         made at most twice the warm-up before the deal was funded, and is public from
+    ///         then on. Activating it never changes the committee of a deal funded before: a
+    ///         dispute pins the epoch before the first activation after its funding
+    ///         (`committeeFor`), whatever block the activation lands in.
     /// @param indices Resolvers to activate, strictly ascending; each registered, not yet a
     ///        member, not exiting or slashed, and at least `activationDelay` (and at most twice
     ///        that) after registering or renewing.
@@ -178,6 +182,7 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
             key = BLS.addG1(key, BLS.unpackG1(_keys[index]));
             emit ResolverActivated(index, epoch);
         }
+        _activationEpochs.push(epoch.toUint64());
         _pushEpoch(key, stake, last.members + n, _merge(_listOf(epoch - 1), indices));
     }
 
@@ -310,6 +315,29 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
     /// @inheritdoc IResolverRegistry
     function currentCommittee() external view returns (uint256 epoch, uint256 totalStake) {
         epoch = _epochs.length - 1;
+        totalStake = _epochs[epoch].totalStake;
+    }
+
+    /// @inheritdoc IResolverRegistry
+    function committeeFor(uint256 fundedEpoch)
+        external
+        view
+        returns (uint256 epoch, uint256 totalStake)
+    {
+        epoch = _epochs.length - 1;
+        uint64[] storage a = _activationEpochs;
+        uint256 n = a.length;
+        if (n != 0 && a[n - 1] > fundedEpoch) {
+            // The first activation after `fundedEpoch`: pin the epoch just before it.
+            uint256 lo;
+            uint256 hi = n - 1;
+            while (lo < hi) {
+                uint256 mid = (lo + hi) >> 1;
+                if (a[mid] > fundedEpoch) hi = mid;
+                else lo = mid + 1;
+            }
+            epoch = uint256(a[lo]) - 1;
+        }
         totalStake = _epochs[epoch].totalStake;
     }
 
