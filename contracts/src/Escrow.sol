@@ -31,8 +31,9 @@ import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.s
 ///      non-signers holds the fee for `INCLUSION_WINDOW`, in which anyone may prove further
 ///      signers (`includeSigners`); the split then logs one exclusion entry and marks the
 ///      remaining non-signers' positions, so `resolve` is O(1) + O(non-signer bitmap words),
-///      and each resolver's operator `claimRewards` in O(epochs claimed) (plus the entries that
-///      name it, for a resolver that was left out). A timeout returns fee and bond to the buyer.
+///      and each resolver's operator `claimRewards` in O(epochs claimed) (plus, for a resolver
+///      that was left out, the entries since its last claim, which `settleExclusions` settles
+///      in bounded calls). A timeout returns fee and bond to the buyer.
 ///      A slashed resolver's unclaimed rewards follow its slashed bond (`sweepSlashedRewards`).
 contract Escrow is VerdictContract {
     using SafeERC20 for IERC20;
