@@ -31,8 +31,9 @@ import {Outcome, VerdictCommitment, VerdictHash} from "./libraries/VerdictHash.s
 ///      non-signers holds the fee for `INCLUSION_WINDOW`, in which anyone may prove further
 ///      signers (`includeSigners`); the split then logs one exclusion entry and marks the
 ///      remaining non-signers' positions, so `resolve` is O(1) + O(non-signer bitmap words),
-///      and each resolver's operator `claimRewards` in O(epochs claimed) (plus the entries that
-///      name it, for a resolver that was left out). A timeout returns fee and bond to the buyer.
+///      and each resolver's operator `claimRewards` in O(epochs claimed) (plus, for a resolver
+///      that was left out, the entries since its last claim, which `settleExclusions` settles
+///      in bounded calls). A timeout returns fee and bond to the buyer.
 ///      A slashed resolver's unclaimed rewards follow its slashed bond (`sweepSlashedRewards`).
 contract Escrow is VerdictContract {
     using SafeERC20 for IERC20;
@@ -143,10 +144,12 @@ contract Escrow is VerdictContract {
         _settle(dealId, d, Settlement.Reclaimed);
     }
 
-    /// @notice The buyer disputes a delivery: pins the registry's current committee epoch and
-    ///         opens the resolve window. Emits everything a resolver node needs. Every member of
-    ///         that epoch registered before the deal was funded (the registry's warm-up is at
-    ///         least the deal's deliver + challenge windows). If the committee holds less than
+    /// @notice The buyer disputes a delivery: pins the committee the deal was funded against
+    ///         (`registry.committeeFor(epoch at funding)`: the current epoch, or, if stake was
+    ///         activated since the funding, the epoch just before that activation) and opens
+    ///         the resolve window. Emits everything a resolver node needs. Every member of that
+    ///         epoch was a member when the deal was funded, so stake activated later (also in
+    ///         the challenge's block) never judges it. If the committee holds less than
     ///         the registry's minimum stake no verdict is possible: the deal is cancelled
     ///         instead (buyer refunded, DA bond returned, nobody marked) and no fee or bond is
     ///         taken. Otherwise the buyer pays the deal's resolver fee plus its challenge bond
@@ -160,7 +163,7 @@ contract Escrow is VerdictContract {
         if (msg.sender != d.buyer) revert NotBuyer(dealId, msg.sender);
         if (block.timestamp >= d.challengeDeadline) revert TooLate(dealId, d.challengeDeadline);
         if (block.timestamp <= d.deliveredAt) revert TooEarly(dealId, uint256(d.deliveredAt) + 1);
-        (uint256 epoch, uint256 committeeStake) = registry.currentCommittee();
+        (uint256 epoch, uint256 committeeStake) = registry.committeeFor(d.epoch);
         uint256 minimum = registry.minimumCommitteeStake();
         if (committeeStake < minimum) {
             emit CommitteeUnavailable(dealId, epoch, committeeStake, minimum);
@@ -281,7 +284,7 @@ contract Escrow is VerdictContract {
             revert WindowTooShort("challenge", MIN_CHALLENGE_WINDOW);
         }
         if (t.resolveWindow == 0) revert ZeroWindow("resolve");
-        _checkAgainstRegistry(t);
+        uint256 epoch = _checkAgainstRegistry(t);
         uint256 minFee = registry.minResolverFee(t.token);
         if (t.resolverFee < minFee) revert FeeBelowMinimum(t.token, t.resolverFee, minFee);
         if (!backendAllowed[t.backendId][t.backendVersionHash]) {
@@ -297,6 +300,8 @@ contract Escrow is VerdictContract {
         }
         d.buyer = buyer;
         d.state = DealState.Held;
+        // The committee the deal is funded against; `challenge` pins it (`committeeFor`).
+        d.epoch = epoch.toUint64();
         d.seller = t.seller;
         d.fundedAt = block.timestamp.toUint64();
         d.token = t.token;
@@ -319,7 +324,8 @@ contract Escrow is VerdictContract {
     ///      confirmations, commit-reveal and a submission; at most its maximum), the span from funding to the last
     ///      possible challenge (within the warm-up of new stake, so only stake registered
     ///      before funding can decide the deal), and a committee with at least the minimum stake.
-    function _checkAgainstRegistry(Terms calldata t) internal view {
+    ///      Returns the current epoch: the committee the deal is funded against.
+    function _checkAgainstRegistry(Terms calldata t) internal view returns (uint256 epoch) {
         uint256 maxResolve = registry.maxResolveWindow();
         if (t.resolveWindow > maxResolve) revert ResolveWindowTooLong(t.resolveWindow, maxResolve);
         uint256 minResolve = registry.minResolveWindow();
@@ -327,7 +333,8 @@ contract Escrow is VerdictContract {
         uint256 span = uint256(t.deliverWindow) + t.challengeWindow;
         uint256 warmUp = registry.activationDelay();
         if (span > warmUp) revert WindowsExceedActivationDelay(span, warmUp);
-        (uint256 epoch, uint256 committeeStake) = registry.currentCommittee();
+        uint256 committeeStake;
+        (epoch, committeeStake) = registry.currentCommittee();
         uint256 minimum = registry.minimumCommitteeStake();
         if (committeeStake < minimum) revert CommitteeTooSmall(epoch, committeeStake, minimum);
     }

@@ -101,7 +101,8 @@ abstract contract EscrowStorage is IEscrowErrors, IEscrowEvents, ReentrancyGuard
     mapping(IERC20 token => mapping(uint256 epoch => mapping(uint256 word => uint256))) public
         missedBits;
     mapping(IERC20 token => mapping(uint256 epoch => Exclusion[])) internal _exclusions;
-    /// @notice How many of `_exclusions[token][epoch]` a resolver's claims already accounted for.
+    /// @notice How many of `_exclusions[token][epoch]` a resolver's claims (and
+    ///         `settleExclusions`) already accounted for.
     mapping(IERC20 token => mapping(uint256 epoch => mapping(uint256 resolver => uint256))) public
         exclusionCursor;
 

@@ -18,8 +18,10 @@ import {ResolverRegistryStorage} from "./ResolverRegistryStorage.sol";
 /// @dev Resolvers get a permanent index at registration and join the committee only through
 ///      `activate`, at least `activationDelay` later (warm-up): stake bought at the last moment
 ///      cannot decide a dispute, because escrows only fund deals whose deliver + challenge
-///      windows fit in the warm-up, so every member of a deal's pinned epoch registered before
-///      the deal was funded. An epoch is the set of resolvers whose
+///      windows fit in the warm-up, and a dispute pins the committee its deal was funded
+///      against (`committeeFor`: the epoch before the first activation after the funding), so
+///      every member of a deal's pinned epoch was a member when the deal was funded. An epoch
+///      is the set of resolvers whose
 ///      membership interval [joinedEpoch, leftEpoch) contains it; each epoch stores its
 ///      aggregate key and total stake and deploys its member list as code (ascending index),
 ///      and each resolver's key and stake live in a record contract deployed at registration,
@@ -141,9 +143,11 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
     ///         epoch. Permissionless: anyone may activate anyone whose time has come. A
     ///         registration can be activated only in `[activatesAt, activatesAt +
     ///         activationDelay]`; after that it expires (`renewActivation` starts a new
-    ///         warm-up), so no stake waits unseen, activated at a moment of its choosing: every
-    ///         registration that can join before a deal's last challenge was made at most
-    ///         twice the warm-up before the deal was funded, and is public from then on.
+    ///         warm-up): every registration that can join before a deal's last challenge was
+    ///         made at most twice the warm-up before the deal was funded, and is public from
+    ///         then on. Activating it never changes the committee of a deal funded before: a
+    ///         dispute pins the epoch before the first activation after its funding
+    ///         (`committeeFor`), whatever block the activation lands in.
     /// @param indices Resolvers to activate, strictly ascending; each registered, not yet a
     ///        member, not exiting or slashed, and at least `activationDelay` (and at most twice
     ///        that) after registering or renewing.
@@ -178,6 +182,7 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
             key = BLS.addG1(key, BLS.unpackG1(_keys[index]));
             emit ResolverActivated(index, epoch);
         }
+        _activationEpochs.push(epoch.toUint64());
         _pushEpoch(key, stake, last.members + n, _merge(_listOf(epoch - 1), indices));
     }
 
@@ -313,6 +318,29 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
         totalStake = _epochs[epoch].totalStake;
     }
 
+    /// @inheritdoc IResolverRegistry
+    function committeeFor(uint256 fundedEpoch)
+        external
+        view
+        returns (uint256 epoch, uint256 totalStake)
+    {
+        epoch = _epochs.length - 1;
+        uint64[] storage a = _activationEpochs;
+        uint256 n = a.length;
+        if (n != 0 && a[n - 1] > fundedEpoch) {
+            // The first activation after `fundedEpoch`: pin the epoch just before it.
+            uint256 lo;
+            uint256 hi = n - 1;
+            while (lo < hi) {
+                uint256 mid = (lo + hi) >> 1;
+                if (a[mid] > fundedEpoch) hi = mid;
+                else lo = mid + 1;
+            }
+            epoch = uint256(a[lo]) - 1;
+        }
+        totalStake = _epochs[epoch].totalStake;
+    }
+
     /// @notice Earliest time `index` may be activated (0 if never registered).
     function activatesAt(uint256 index) external view returns (uint256) {
         return _activatesAt[index];
@@ -444,7 +472,7 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
         view
         returns (uint256 total, uint256 signed)
     {
-        if (_slashedSince(epoch) == type(uint256).max) return (0, 0);
+        if (_firstRecordSince(epoch) == type(uint256).max) return (0, 0);
         return _slashedStake(epoch, signerBitmap(epoch, nonSigners));
     }
 
@@ -457,13 +485,14 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
         return _slashedStake(epoch, nonSigners);
     }
 
-    /// @dev Position in the slashed-member log from which members of `epoch` slashed since it
-    ///      started appear (`type(uint256).max`: none).
-    function _slashedSince(uint256 epoch) internal view returns (uint256) {
+    /// @dev The first slashing call that ran while `epoch` or a later one was current
+    ///      (`type(uint256).max`: none). Every member of `epoch` slashed since it started was
+    ///      slashed by that call or a later one, and appears in the slashed-member log from that
+    ///      call's `firstSlashed` on.
+    function _firstRecordSince(uint256 epoch) internal view returns (uint256) {
         uint256 n = _slashRecords.length;
         if (n == 0 || _slashRecords[n - 1].nextEpoch <= epoch) return type(uint256).max;
-        // The first call that ran while `epoch` or a later one was current (nextEpoch only
-        // grows); every member of `epoch` slashed since is in the log from its position on.
+        // nextEpoch only grows.
         uint256 lo;
         uint256 hi = n - 1;
         while (lo < hi) {
@@ -471,20 +500,27 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
             if (_slashRecords[mid].nextEpoch > epoch) hi = mid;
             else lo = mid + 1;
         }
-        return _slashRecords[lo].firstSlashed;
+        return lo;
     }
 
-    /// @dev `slashedStake` with the non-signers as a position bitmap of `epoch`.
+    /// @dev `slashedStake` with the non-signers as a position bitmap of `epoch`. Scans the
+    ///      shorter of two lists, so it reads at most `members(epoch) <= MAX_COMMITTEE_SIZE`
+    ///      entries however many resolvers were slashed since: the slashed-member log from the
+    ///      first call since `epoch` started (a membership read per entry, a binary search in
+    ///      the member list per member of `epoch`), or `epoch`'s member list (a read of each
+    ///      member's slash record, plus its stake if that call ran since).
     function _slashedStake(uint256 epoch, bytes memory nonSigners)
         internal
         view
         returns (uint256 total, uint256 signed)
     {
-        uint256 start = _slashedSince(epoch);
-        if (start == type(uint256).max) return (0, 0);
+        uint256 first = _firstRecordSince(epoch);
+        if (first == type(uint256).max) return (0, 0);
+        uint256 start = _slashRecords[first].firstSlashed;
         uint256 end = _slashedLogLength;
-        address list = _memberList[epoch];
         uint256 members = _epochs[epoch].members;
+        if (end - start > members) return _slashedMembers(epoch, first, nonSigners);
+        address list = _memberList[epoch];
         uint256 word = _slashedLog[start / 8];
         for (uint256 p = start; p < end; ++p) {
             if (p % 8 == 0 && p != start) word = _slashedLog[p / 8];
@@ -493,11 +529,31 @@ contract ResolverRegistry is ResolverRegistryStorage, IResolverRegistry {
             uint256 stake = _memberships[index].stake;
             total += stake;
             (, uint256 position) = _search(list, 0, members, index);
-            uint256 at = position >> 3;
-            bool missing =
-                at < nonSigners.length && (uint8(nonSigners[at]) >> (position & 7)) & 1 == 1;
-            if (!missing) signed += stake;
+            if (!_named(nonSigners, position)) signed += stake;
         }
+    }
+
+    /// @dev `_slashedStake` over `epoch`'s member list: the members whose slash record is
+    ///      `first` or later (record ids are one more than the call's position).
+    function _slashedMembers(uint256 epoch, uint256 first, bytes memory nonSigners)
+        internal
+        view
+        returns (uint256 total, uint256 signed)
+    {
+        uint256[] memory list = _listOf(epoch);
+        for (uint256 p; p < list.length; ++p) {
+            uint256 index = list[p];
+            if (_resolvers[index].slashRecord <= first) continue;
+            uint256 stake = _memberships[index].stake;
+            total += stake;
+            if (!_named(nonSigners, p)) signed += stake;
+        }
+    }
+
+    /// @dev Whether position `p` is set in a position bitmap.
+    function _named(bytes memory bitmap, uint256 p) internal pure returns (bool) {
+        uint256 at = p >> 3;
+        return at < bitmap.length && (uint8(bitmap[at]) >> (p & 7)) & 1 == 1;
     }
 
     /// @notice Whether `index` was slashed by evidence for `dealId` of the verdict domain

@@ -171,6 +171,10 @@ abstract contract ResolverRegistryStorage is
     ///      order, as uint32 indices packed eight to a word.
     mapping(uint256 word => uint256) internal _slashedLog;
     uint256 internal _slashedLogLength;
+    /// @dev The epochs `activate` started, ascending (four to a slot). Every other epoch after
+    ///      0 started because members left (an exit or a slash): an epoch change either adds
+    ///      members or removes some, never both.
+    uint64[] internal _activationEpochs;
 
     /// @dev Rejects parameters under which the registry's guarantees fail: a threshold of at
     ///      most half (two disjoint quorums), an unbonding delay that ends before a dispute's
@@ -348,15 +352,49 @@ abstract contract ResolverRegistryStorage is
         return uint256(r.exitRequestedAt) + unbondingDelay;
     }
 
-    /// @dev Fresh: the current epoch, or one whose successor started at most
-    ///      `maxResolveWindow` ago. Its members left no earlier than that successor's start,
-    ///      so they stay bonded until at least `now + slashingWindow` (`unbondingDelay >
-    ///      maxResolveWindow + slashingWindow`).
+    /// @dev Fresh: no later epoch removed members (the current epoch, or one followed only by
+    ///      activations), or the first later epoch that removed members (an exit or a slash)
+    ///      started at most `maxResolveWindow` ago. The members of `epoch` left no earlier than
+    ///      that epoch's start, so they stay bonded until at least `now + slashingWindow`
+    ///      (`unbondingDelay > maxResolveWindow + slashingWindow`). An activation does not end
+    ///      an epoch's freshness (it removes nobody), so the committee a dispute pins before
+    ///      stake joined (`committeeFor`) stays as verifiable as if nobody had joined.
     function _checkFresh(uint256 epoch) internal view virtual {
-        if (epoch + 1 == _epochs.length) return;
-        uint256 endedAt = _epochs[epoch + 1].startedAt;
+        uint256 n = _epochs.length;
+        if (epoch + 1 == n) return;
+        uint256 ended = epoch + 1;
+        if (_epochs[ended].members > _epochs[epoch].members) {
+            ended = _firstRemovalAfter(epoch);
+            if (ended == n) return;
+        }
+        uint256 endedAt = _epochs[ended].startedAt;
         uint256 freshUntil = endedAt + _maxResolveWindow;
         if (block.timestamp > freshUntil) revert StaleEpoch(epoch, endedAt, freshUntil);
+    }
+
+    /// @dev The first epoch after `epoch` that removed members, given that `epoch + 1` was an
+    ///      activation (`_epochs.length` if none did): the end of the run of consecutive
+    ///      activation epochs that starts at `epoch + 1`. Two binary searches in
+    ///      `_activationEpochs` (a strictly ascending list `a`, so `a[j] - j` never decreases
+    ///      and a run of consecutive epochs is where it stays constant).
+    function _firstRemovalAfter(uint256 epoch) internal view returns (uint256) {
+        uint64[] storage a = _activationEpochs;
+        uint256 lo;
+        uint256 hi = a.length - 1;
+        while (lo < hi) {
+            uint256 mid = (lo + hi) >> 1;
+            if (a[mid] > epoch) hi = mid;
+            else lo = mid + 1;
+        }
+        // a[lo] == epoch + 1: the run starts here; find its last element.
+        uint256 offset = uint256(a[lo]) - lo;
+        hi = a.length - 1;
+        while (lo < hi) {
+            uint256 mid = (lo + hi + 1) >> 1;
+            if (uint256(a[mid]) - mid == offset) lo = mid;
+            else hi = mid - 1;
+        }
+        return uint256(a[lo]) + 1;
     }
 
     function _member(uint256 index, uint256 epoch) internal view returns (Membership storage m) {

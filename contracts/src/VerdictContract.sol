@@ -30,8 +30,8 @@ abstract contract VerdictContract is EscrowStorage {
     }
 
     /// @notice Every function of EscrowFees (`includeSigners`, `distributeFee`, `claimRewards`,
-    ///         `pendingRewards`, `sweepSlashedRewards`, `exclusionCount`, `flushSink`,
-    ///         `recoverExcess`), run on this contract's storage. Takes no ether: EscrowFees'
+    ///         `settleExclusions`, `pendingRewards`, `sweepSlashedRewards`, `exclusionCount`,
+    ///         `flushSink`, `recoverExcess`), run on this contract's storage. Takes no ether: EscrowFees'
     ///         functions are not payable, so a call with value reverts.
     fallback() external {
         Delegate.forward(fees);

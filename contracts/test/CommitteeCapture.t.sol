@@ -5,6 +5,7 @@ import {Deal, DealState, IEscrowErrors, Settlement, Terms} from "../src/interfac
 import {IResolverRegistryErrors} from "../src/interfaces/IResolverRegistry.sol";
 import {VerdictCommitment} from "../src/libraries/VerdictHash.sol";
 import {EscrowBase} from "./utils/EscrowBase.sol";
+import {Signer} from "./utils/Signer.sol";
 
 /// @notice Stake that joins at the last moment (issue 16, Medium): a buyer registering a bond in
 ///         the block of its challenge neither captures nor stalls the pinned committee, because
@@ -227,5 +228,230 @@ contract CommitteeCaptureTest is EscrowBase {
         (, uint256 total, uint256 members,) = registry.epochInfo(5);
         require(total == 5 * BOND && members == 5 && registry.isMember(x, 5), "joined");
         require(!registry.isMember(y, 5), "never joined");
+    }
+}
+
+/// @notice Pending stake around the challenge. The seller funds against committee C (epoch 4:
+///         resolvers 0..3, 4,000). An attacker holds two registrations (vector keys 5 and 6,
+///         1,000 + 1,001) that finished their warm-up before the deal was funded but were never
+///         activated: not in C, and just over a third of the stake once they join (2,001 of
+///         6,001), enough to stall any certificate they do not sign. Whenever they are
+///         activated (the block before the challenge, the challenge's block before or after it,
+///         the block after), the dispute pins C and C's honest certificate settles it.
+contract PendingStakeAtChallengeTest is EscrowBase {
+    string internal ev;
+    uint256[] internal attacker;
+
+    function setUp() public {
+        ev = _read("consensus/vectors/escrow.json");
+        _deploySystem();
+        _registerResolvers(ev, 4);
+        attacker.push(_registerOne(ev, 5, _operator(5), 1000e18));
+        attacker.push(_registerOne(ev, 6, _operator(6), 1001e18));
+        // Warm-up over, never activated: anyone may activate them from now on.
+        vm.warp(block.timestamp + ACTIVATION);
+    }
+
+    function _next() internal {
+        vm.roll(block.number + 1);
+        vm.warp(block.timestamp + 12);
+    }
+
+    /// @dev Funds deal 0 against C and delivers it; `resolveWindow` 0 keeps the vector's.
+    function _fundedAgainstC(uint64 resolveWindow) internal returns (bytes32 id) {
+        Terms memory t = _terms(ev, ".deals[0]");
+        if (resolveWindow != 0) t.resolveWindow = resolveWindow;
+        _allowBackend(t);
+        id = _fund(t);
+        (uint256 epoch, uint256 stake) = registry.currentCommittee();
+        require(epoch == 4 && stake == 4 * BOND, "funded against C");
+        _deliver(id, t, vm.parseJsonBytes32(ev, ".deals[0].deliveryHash"));
+        _next();
+    }
+
+    function _activateAttacker() internal {
+        require(registry.activate(attacker) == 5, "the attacker joins epoch 5");
+        (, uint256 total,,) = registry.epochInfo(5);
+        require(total == 6001e18, "just over a third of the stake");
+    }
+
+    /// @dev The buyer challenges in the current block.
+    function _challengeNow(bytes32 id) internal {
+        Deal memory d = escrow.deal(id);
+        uint256 due = uint256(d.resolverFee) + d.challengeBond;
+        token.mint(BUYER, due);
+        vm.startPrank(BUYER);
+        token.approve(ESCROW, due);
+        escrow.challenge(id);
+        vm.stopPrank();
+    }
+
+    function _commitment(bytes32 id, string memory side)
+        internal
+        view
+        returns (VerdictCommitment memory c)
+    {
+        c = _vectorCommitment(ev, string.concat(".deals[0].", side));
+        c.dealId = id;
+    }
+
+    /// @dev The certificate of C's honest members 0..3 over Reproduced, every other member of
+    ///      the pinned epoch named as a non-signer; the dispute must settle with it.
+    function _honestCertificateSettles(bytes32 id) internal {
+        uint256 epoch = escrow.deal(id).epoch;
+        uint256[] memory members = registry.epochMembers(epoch);
+        uint256[] memory non = new uint256[](members.length - 4);
+        uint256 k;
+        for (uint256 p; p < members.length; ++p) {
+            if (members[p] > 3) non[k++] = members[p];
+        }
+        uint256[] memory honest = new uint256[](4);
+        (honest[0], honest[1], honest[2], honest[3]) = (0, 1, 2, 3);
+        VerdictCommitment memory c = _commitment(id, "reproduced");
+        escrow.resolve(c, non, Signer.sign(honest, escrow.verdictDigest(c)));
+        Deal memory d = escrow.deal(id);
+        require(d.settlement == Settlement.Released, "C's honest certificate settles");
+    }
+
+    /// @dev The dispute is judged by C; the attacker's certificate is no certificate of it.
+    function _judgedByC(bytes32 id) internal {
+        require(escrow.deal(id).epoch == 4, "the dispute pins C");
+        require(registry.currentEpoch() == 5, "the attacker is in the current committee");
+        VerdictCommitment memory failed = _commitment(id, "failed");
+        uint256[] memory honest = new uint256[](4);
+        (honest[0], honest[1], honest[2], honest[3]) = (0, 1, 2, 3);
+        bytes memory lone = Signer.sign(attacker, escrow.verdictDigest(failed));
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IResolverRegistryErrors.BelowThreshold.selector,
+                0,
+                4 * BOND,
+                THRESHOLD_NUM,
+                THRESHOLD_DEN
+            )
+        );
+        this.resolveWith(failed, honest, lone);
+        _honestCertificateSettles(id);
+    }
+
+    /// @dev External so that `expectRevert` sees only the `resolve`.
+    function resolveWith(VerdictCommitment memory c, uint256[] memory non, bytes memory sig)
+        external
+    {
+        escrow.resolve(c, non, sig);
+    }
+
+    function testActivatedInTheBlockBeforeTheChallenge() public {
+        bytes32 id = _fundedAgainstC(0);
+        _activateAttacker();
+        _next();
+        _challengeNow(id);
+        _judgedByC(id);
+    }
+
+    function testActivatedInTheChallengeBlockBeforeTheChallenge() public {
+        bytes32 id = _fundedAgainstC(0);
+        _activateAttacker();
+        _challengeNow(id);
+        _judgedByC(id);
+    }
+
+    function testActivatedInTheChallengeBlockAfterTheChallenge() public {
+        bytes32 id = _fundedAgainstC(0);
+        _challengeNow(id);
+        _activateAttacker();
+        _judgedByC(id);
+    }
+
+    function testActivatedInTheBlockAfterTheChallenge() public {
+        bytes32 id = _fundedAgainstC(0);
+        _challengeNow(id);
+        _next();
+        _activateAttacker();
+        _judgedByC(id);
+    }
+
+    /// @notice Activated right after the funding, with the challenge at the last second of its
+    ///         window and the longest resolve window: C's certificate still counts at the
+    ///         resolve deadline, more than `maxResolveWindow` after the activation (an epoch
+    ///         stays fresh until one of its members leaves; the activation removed nobody).
+    function testActivatedRightAfterFundingTheCommitteeStaysFreshUntilTheDeadline() public {
+        bytes32 id = _fundedAgainstC(uint64(MAX_RESOLVE));
+        _activateAttacker();
+        uint256 activatedAt = block.timestamp;
+        vm.warp(escrow.deal(id).challengeDeadline - 1);
+        _challengeNow(id);
+        vm.warp(escrow.deal(id).resolveDeadline);
+        require(block.timestamp > activatedAt + MAX_RESOLVE, "past the activation's window");
+        _judgedByC(id);
+    }
+
+    /// @notice An epoch followed only by activations stays fresh (none of its members left);
+    ///         its freshness ends `maxResolveWindow` after the first later epoch that removed
+    ///         members, found past a run of activations. `committeeFor` pins the epoch before
+    ///         the first activation after the funding one.
+    function testFreshnessEndsAtTheFirstExitAfterActivations() public {
+        bytes32 digest = keccak256("digest");
+        uint256[] memory zero = new uint256[](1);
+        bytes memory sig = Signer.sign(zero, digest);
+        uint256[] memory none = new uint256[](0);
+        // Epochs 2, 3, 4 were activations, long ago: epoch 1 (resolver 0 alone) is fresh.
+        (, uint256 totalStake) = registry.verifyCertificate(1, digest, none, sig);
+        require(totalStake == BOND, "epoch 1");
+        uint256[] memory one = new uint256[](1);
+        one[0] = attacker[0];
+        require(registry.activate(one) == 5, "5");
+        _next();
+        one[0] = attacker[1];
+        require(registry.activate(one) == 6, "6");
+        _next();
+        vm.prank(_operator(2));
+        registry.requestExit(); // epoch 7: the first after epoch 1 that removed a member
+        uint256 leftAt = block.timestamp;
+        vm.warp(leftAt + MAX_RESOLVE);
+        registry.verifyCertificate(1, digest, none, sig);
+        vm.warp(leftAt + MAX_RESOLVE + 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IResolverRegistryErrors.StaleEpoch.selector, 1, leftAt, leftAt + MAX_RESOLVE
+            )
+        );
+        registry.verifyCertificate(1, digest, none, sig);
+        uint256[8] memory pinned = [uint256(0), 1, 2, 3, 4, 5, 7, 7];
+        for (uint256 f; f < 8; ++f) {
+            (uint256 epoch,) = registry.committeeFor(f);
+            require(epoch == pinned[f], string.concat("committeeFor ", vm.toString(f)));
+        }
+    }
+
+    /// @notice What bounds C's certificate: a member of C leaving after the attacker joined
+    ///         starts C's freshness clock (its bond unlocks `unbondingDelay` later), so the
+    ///         certificate must land within `maxResolveWindow` of that exit, as for any epoch
+    ///         a member left.
+    function testAMemberLeavingCStartsItsFreshnessClock() public {
+        bytes32 id = _fundedAgainstC(uint64(MAX_RESOLVE));
+        _activateAttacker();
+        _next();
+        vm.prank(_operator(3));
+        registry.requestExit(); // epoch 6 starts without resolver 3
+        uint256 leftAt = block.timestamp;
+        _next();
+        _challengeNow(id);
+        require(escrow.deal(id).epoch == 4, "the dispute pins C");
+        uint256[] memory non = new uint256[](0);
+        uint256[] memory honest = new uint256[](4);
+        (honest[0], honest[1], honest[2], honest[3]) = (0, 1, 2, 3);
+        VerdictCommitment memory c = _commitment(id, "reproduced");
+        bytes memory sig = Signer.sign(honest, escrow.verdictDigest(c));
+        vm.warp(leftAt + MAX_RESOLVE + 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IResolverRegistryErrors.StaleEpoch.selector, 4, leftAt, leftAt + MAX_RESOLVE
+            )
+        );
+        this.resolveWith(c, non, sig);
+        vm.warp(leftAt + MAX_RESOLVE);
+        escrow.resolve(c, non, sig);
+        require(escrow.deal(id).settlement == Settlement.Released, "settled within the window");
     }
 }

@@ -78,6 +78,8 @@ struct Deal {
     address buyer;
     DealState state;
     Settlement settlement;
+    /// @dev The committee epoch current at funding until `challenge`, then the epoch the
+    ///      dispute pinned (`registry.committeeFor` of the former).
     uint64 epoch;
     address seller;
     uint64 fundedAt;

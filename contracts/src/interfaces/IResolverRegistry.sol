@@ -117,11 +117,23 @@ struct Evidence {
 
 /// @notice What the Escrow needs from the registry.
 interface IResolverRegistry {
-    /// @notice The epoch new disputes pin.
+    /// @notice The current epoch: what a deal funded now is funded against (a dispute pins
+    ///         `committeeFor` of it at its challenge) and what an Attestor request pins.
     function currentEpoch() external view returns (uint256);
 
     /// @notice The current epoch and its total stake.
     function currentCommittee() external view returns (uint256 epoch, uint256 totalStake);
+
+    /// @notice The committee a dispute funded while `fundedEpoch` was current pins: the current
+    ///         epoch, unless stake was activated since `fundedEpoch`; then the epoch just before
+    ///         the first such activation (the funding committee, less the members that left
+    ///         before that activation). Stake that joined after the funding never judges the
+    ///         deal, whenever it is activated (also in the challenge's block). O(log
+    ///         activations), two reads when nothing was activated since.
+    function committeeFor(uint256 fundedEpoch)
+        external
+        view
+        returns (uint256 epoch, uint256 totalStake);
 
     /// @notice The longest resolve window an escrow may give a dispute.
     function maxResolveWindow() external view returns (uint256);
@@ -135,12 +147,14 @@ interface IResolverRegistry {
     function minimumCommitteeStake() external view returns (uint256);
 
     /// @notice Verifies a quorum certificate against `epoch`; reverts unless valid. Only fresh
-    ///         epochs are accepted: the current one, or one that ended at most
-    ///         `maxResolveWindow` ago, so every member behind the certificate is still bonded
-    ///         and slashable for at least `slashingWindow`. An integrator pins
-    ///         `currentEpoch()` when its dispute opens and resolves within `maxResolveWindow`,
-    ///         exactly like the Escrow; a certificate over an older epoch reverts with
-    ///         `StaleEpoch`, however valid its signature.
+    ///         epochs are accepted: one no later epoch removed members from (the current one,
+    ///         or one followed only by activations), or one whose first later epoch that
+    ///         removed members started at most `maxResolveWindow` ago, so every member behind the
+    ///         certificate is still bonded and slashable for at least `slashingWindow`. An
+    ///         integrator pins `currentEpoch()` (or `committeeFor`) when its dispute opens and
+    ///         resolves within `maxResolveWindow`, exactly like the Escrow; a certificate over
+    ///         an older epoch reverts with `StaleEpoch(epoch, endedAt, freshUntil)` (`endedAt`:
+    ///         the start of that first epoch that removed members), however valid its signature.
     function verifyCertificate(
         uint256 epoch,
         bytes32 digest,
@@ -206,7 +220,9 @@ interface IResolverRegistry {
 
     /// @notice The stake of `epoch`'s members slashed since `epoch` started, in total and the
     ///         part not named in `nonSigners` (strictly ascending; a certificate's non-signers).
-    ///         O(members slashed since): 0 without a cost beyond two reads when there were none.
+    ///         Reads at most one entry per member of `epoch` (`MAX_COMMITTEE_SIZE`), however
+    ///         many resolvers were slashed since: O(min(resolvers slashed since, members)), two
+    ///         reads when there were none.
     function slashedStake(uint256 epoch, uint256[] calldata nonSigners)
         external
         view

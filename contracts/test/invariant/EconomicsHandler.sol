@@ -16,10 +16,16 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 /// @notice Drives deals with fees, challenge bonds and DA bonds through every payout path, with
 ///         resolvers of unequal stake, two submitters, claims to addresses other than the
 ///         operator, claims tried by strangers, slashing by a whistleblower and sweeps by a
-///         third party. Keeps per-party ghost credits computed from the payout table of
-///         ECONOMICS.md (not from the contract's own arithmetic), and per resolver the exact
-///         reward it earned by stake (scaled by REWARD_PRECISION). Certificates are signed
-///         here with the vector resolvers' keys (test/utils/Signer.sol) for each new deal id.
+///         third party. A certificate that leaves members out holds its fee: left-out members
+///         are proven later with their real partial signatures (`includeSigners`, also a
+///         forged proof that must be refused), the fee is split after the window
+///         (`distributeFee`) and a stranger settles exclusion entries (`settleExclusions`). The
+///         registry's slashing proceeds are claimed by the whistleblower and flushed to the
+///         sink. Keeps per-party ghost credits computed from the payout table of ECONOMICS.md
+///         and from the slashing rule (not from the contracts' own arithmetic), every party's
+///         tokens in and out, and per resolver the exact reward it earned by stake (scaled by
+///         REWARD_PRECISION). Certificates are signed here with the vector resolvers' keys
+///         (test/utils/Signer.sol) for each new deal id.
 contract EconomicsHandler is Vectors {
     Escrow internal immutable escrow;
     ResolverRegistry internal immutable registry;
@@ -65,6 +71,33 @@ contract EconomicsHandler is Vectors {
     bool public strangerPaid;
     bool public slashedPaid;
     mapping(bytes32 => uint256) public calls;
+
+    /// @notice A certified dispute whose fee the escrow holds: who is in so far (a mask of
+    ///         registry indices), their stake and the submitter the split pays.
+    struct HeldFee {
+        uint256 signers;
+        uint256 signed;
+        address submitter;
+    }
+
+    mapping(bytes32 => HeldFee) internal _held;
+    bytes32[] public heldIds;
+    /// @notice Set if a forged inclusion proof was accepted.
+    bool public forgedIncluded;
+    /// @notice Set if settling a resolver's exclusion entries changed what it is owed.
+    bool public settleMovedPending;
+
+    // ghosts (registry proceeds: the slashing rule)
+    /// @notice Registry credits (`claimable` there) each party must have received: the
+    ///         whistleblower's share of every bond it slashed, the rest to the sink.
+    mapping(address => uint256) public registryCredited;
+    /// @notice What each party withdrew from the registry (`claim`; the sink: `flushSink`).
+    mapping(address => uint256) public registryClaimed;
+    /// @notice Tokens minted to each party here and tokens it paid into the escrow.
+    mapping(address => uint256) public minted;
+    mapping(address => uint256) public paidIn;
+    /// @notice Rewards sent to each `claimRewards` recipient.
+    mapping(address => uint256) public rewardsReceived;
 
     constructor(Escrow escrow_, ResolverRegistry registry_, TestToken token_, string memory ev) {
         (escrow, registry, token) = (escrow_, registry_, token_);
@@ -121,6 +154,11 @@ contract EconomicsHandler is Vectors {
         credited[who] += amount;
     }
 
+    function _mint(address who, uint256 amount) internal {
+        token.mint(who, amount);
+        minted[who] += amount;
+    }
+
     function _allEpochs() internal view returns (uint256[] memory epochs) {
         epochs = new uint256[](registry.currentEpoch());
         for (uint256 e; e < epochs.length; ++e) {
@@ -148,11 +186,12 @@ contract EconomicsHandler is Vectors {
         t.resolverFee = [uint256(0), 7, 1e18 + 1, 3e18, CAP - 1][feeSeed % 5];
         t.challengeBond = bondSeed % 3 == 0 ? 0 : 2e18 + bondSeed % 1000;
         t.sellerBond = daSeed % 3 == 0 ? 0 : 10e18 + daSeed % 1000;
-        token.mint(BUYER, t.amount);
+        _mint(BUYER, t.amount);
         vm.startPrank(BUYER);
         token.approve(address(escrow), t.amount);
         bytes32 id = escrow.fund(t, "", "");
         vm.stopPrank();
+        paidIn[BUYER] += t.amount;
         dealIds.push(id);
         _termsOf[id] = t;
         calls["fund"]++;
@@ -165,11 +204,12 @@ contract EconomicsHandler is Vectors {
         if (block.timestamp > escrow.deal(id).deliverDeadline) return;
         Terms storage t = _termsOf[id];
         uint256 locked = t.sellerBond + t.resolverFee;
-        token.mint(SELLER, locked);
+        _mint(SELLER, locked);
         vm.startPrank(SELLER);
         token.approve(address(escrow), locked);
         escrow.deliver(id, deliveryHash, "");
         vm.stopPrank();
+        paidIn[SELLER] += locked;
         calls["deliver"]++;
     }
 
@@ -180,23 +220,28 @@ contract EconomicsHandler is Vectors {
         if (block.timestamp >= escrow.deal(id).challengeDeadline) return;
         Terms storage t = _termsOf[id];
         uint256 due = t.resolverFee + t.challengeBond;
-        token.mint(BUYER, due);
+        _mint(BUYER, due);
         vm.startPrank(BUYER);
         token.approve(address(escrow), due);
         escrow.challenge(id);
         vm.stopPrank();
         calls["challenge"]++;
         if (escrow.deal(id).state == DealState.Resolved) {
-            // Cancelled: the amount back to the buyer, DA bond and deposit to the seller.
+            // Cancelled: the amount back to the buyer, DA bond and deposit to the seller;
+            // nothing taken.
             _credit(BUYER, t.amount);
             _credit(SELLER, t.sellerBond + t.resolverFee);
             calls["cancelled"]++;
+        } else {
+            paidIn[BUYER] += due;
         }
     }
 
     /// @dev The certificate of side `reproduced` by the members of the pinned epoch in `mask`
     ///      (all of them if its low byte is 0), sent by one of two submitters; only quorums
-    ///      (also among the unslashed members) are sent.
+    ///      (also among the unslashed members) are sent. A held fee stays held when bit 8 of
+    ///      `mask` is set (for `includeSigners` and `distributeHeld`); otherwise the window is
+    ///      waited out and the fee split now.
     function resolve(uint256 k, bool reproduced, uint256 mask, bool bySubmitterB) external {
         bytes32 id = _find(k, DealState.Disputed);
         if (id == bytes32(0)) return;
@@ -213,13 +258,133 @@ contract EconomicsHandler is Vectors {
         vm.prank(submitter);
         escrow.resolve(c, non, sig);
         calls["resolve"]++;
-        // With non-signers the fee is held for the inclusion window: wait it out, split it.
+        _bookSettlement(id, reproduced);
         (,,,, uint64 closesAt,) = escrow.held(id);
-        if (closesAt != 0) {
-            _warpTo(uint256(closesAt) + 1);
-            EscrowFees(address(escrow)).distributeFee(id);
+        if (closesAt == 0) {
+            _bookFee(id, signers, signed, submitter);
+            return;
         }
-        _book(id, reproduced, signers, signed, submitter);
+        // With non-signers the fee is held for the inclusion window.
+        _held[id] = HeldFee({signers: mask & 0xff, signed: signed, submitter: submitter});
+        heldIds.push(id);
+        calls["held"]++;
+        if (mask & 0x100 != 0) return;
+        _warpTo(uint256(closesAt) + 1);
+        EscrowFees(address(escrow)).distributeFee(id);
+        _splitHeld(id);
+    }
+
+    /// @dev The first held deal from `k` on (0: none).
+    function _findHeld(uint256 k) internal view returns (bytes32) {
+        uint256 n = heldIds.length;
+        if (n == 0) return bytes32(0);
+        for (uint256 j; j < n; ++j) {
+            bytes32 id = heldIds[(k + j) % n];
+            (,,,, uint64 closesAt,) = escrow.held(id);
+            if (closesAt != 0) return id;
+        }
+        return bytes32(0);
+    }
+
+    /// @dev Members of `epoch` in `mask`, ascending.
+    function _members(uint256 epoch, uint256 mask) internal view returns (uint256[] memory m) {
+        uint256 n;
+        for (uint256 i; i < RESOLVERS; ++i) {
+            if (mask & (1 << i) != 0 && registry.isMember(i, epoch)) ++n;
+        }
+        m = new uint256[](n);
+        n = 0;
+        for (uint256 i; i < RESOLVERS; ++i) {
+            if (mask & (1 << i) != 0 && registry.isMember(i, epoch)) m[n++] = i;
+        }
+    }
+
+    /// @dev Proves left-out members of a held fee with their own partial signatures over the
+    ///      certified digest (a subset picked by `pick` of those still out), sent by a stranger
+    ///      or by the first of them. With `forgeFirst`, a proof of the same positions signed by
+    ///      the members already in is tried first and must be refused.
+    function includeSigners(uint256 k, uint256 pick, bool forgeFirst) external {
+        bytes32 id = _findHeld(k);
+        if (id == bytes32(0)) return;
+        (bytes32 digest,,,, uint64 closesAt,) = escrow.held(id);
+        if (block.timestamp > closesAt) return;
+        HeldFee storage h = _held[id];
+        uint256 epoch = escrow.deal(id).epoch;
+        (uint256[] memory proven, uint256 added, uint256 stake) = _pick(epoch, h.signers, pick);
+        if (proven.length == 0) return;
+        bytes memory bitmap = registry.signerBitmap(epoch, proven);
+        if (forgeFirst) _tryForged(id, bitmap, Signer.sign(_members(epoch, h.signers), digest));
+        vm.prank(pick % 2 == 0 ? STRANGER : _operator(proven[0]));
+        EscrowFees(address(escrow)).includeSigners(id, bitmap, Signer.sign(proven, digest));
+        h.signers |= added;
+        h.signed += stake;
+        calls["include"]++;
+        (,,,, closesAt,) = escrow.held(id);
+        if (closesAt == 0) {
+            calls["include-split"]++;
+            _splitHeld(id);
+        }
+    }
+
+    /// @dev A non-empty subset (by `pick`) of the members of `epoch` outside `signers`: their
+    ///      indices, as a mask, and their stake.
+    function _pick(uint256 epoch, uint256 signers, uint256 pick)
+        internal
+        view
+        returns (uint256[] memory proven, uint256 added, uint256 stake)
+    {
+        uint256[] memory out = _members(epoch, ~signers & 0xff);
+        if (out.length == 0) return (proven, 0, 0);
+        uint256 subset = pick % ((1 << out.length) - 1) + 1;
+        for (uint256 j; j < out.length; ++j) {
+            if (subset & (1 << j) == 0) continue;
+            added |= 1 << out[j];
+            stake += _stake(out[j]);
+        }
+        proven = _members(epoch, added);
+    }
+
+    /// @dev An inclusion proof whose signature is not the named members' must be refused.
+    function _tryForged(bytes32 id, bytes memory bitmap, bytes memory forged) internal {
+        vm.prank(STRANGER);
+        try EscrowFees(address(escrow)).includeSigners(id, bitmap, forged) {
+            forgedIncluded = true;
+        } catch {}
+    }
+
+    /// @dev Splits a held fee after its window (a quarter of the calls wait for it; the others
+    ///      act only once it closed): the members still out are excluded.
+    function distributeHeld(uint256 k) external {
+        bytes32 id = _findHeld(k);
+        if (id == bytes32(0)) return;
+        (,,,, uint64 closesAt,) = escrow.held(id);
+        if (block.timestamp <= closesAt && k % 4 != 0) return;
+        _warpTo(uint256(closesAt) + 1);
+        vm.prank(STRANGER);
+        EscrowFees(address(escrow)).distributeFee(id);
+        calls["distribute"]++;
+        _splitHeld(id);
+    }
+
+    /// @dev Books the split of a held fee over the signers proven by then.
+    function _splitHeld(bytes32 id) internal {
+        HeldFee storage h = _held[id];
+        uint256[] memory signers = _members(escrow.deal(id).epoch, h.signers);
+        _bookFee(id, signers, h.signed, h.submitter);
+    }
+
+    /// @dev A stranger settles up to `max % 4` of resolver `i`'s exclusion entries of an epoch:
+    ///      what it is owed must not change.
+    function settleExclusions(uint256 i, uint256 epochSeed, uint256 max) external {
+        i %= RESOLVERS;
+        uint256 epoch = epochSeed % registry.currentEpoch() + 1;
+        EscrowFees fees = EscrowFees(address(escrow));
+        IERC20 t = IERC20(address(token));
+        uint256 before = fees.pendingRewards(t, i, epoch);
+        vm.prank(STRANGER);
+        fees.settleExclusions(t, i, epoch, max % 4);
+        if (fees.pendingRewards(t, i, epoch) != before) settleMovedPending = true;
+        calls["settle"]++;
     }
 
     /// @dev The pinned epoch's members in `mask` (signers) and the others (non-signers).
@@ -270,17 +435,12 @@ contract EconomicsHandler is Vectors {
         return (signed - slashedSigned) * 3 >= (total - slashedTotal) * 2 && total > slashedTotal;
     }
 
-    /// @dev The payout table: Reproduced pays the seller amount + DA bond + deposit + bond;
-    ///      Failed pays the buyer amount + bond + deposit and the seller its DA bond. The fee:
+    /// @dev The payout table (`_bookSettlement`, then `_bookFee` at the split): Reproduced pays
+    ///      the seller amount + DA bond + deposit + bond; Failed pays the buyer amount + bond +
+    ///      deposit and the seller its DA bond. The fee:
     ///      `r = min(fee, CAP)` to the submitter, `inc = (fee - r) * P / S` per unit of
     ///      signing stake, the submitter also gets `fee - ceil(inc * S / P) - r`.
-    function _book(
-        bytes32 id,
-        bool reproduced,
-        uint256[] memory signers,
-        uint256 signed,
-        address submitter
-    ) internal {
+    function _bookSettlement(bytes32 id, bool reproduced) internal {
         Terms storage t = _termsOf[id];
         uint256 fee = t.resolverFee;
         if (reproduced) {
@@ -289,6 +449,13 @@ contract EconomicsHandler is Vectors {
             _credit(BUYER, t.amount + t.challengeBond + fee);
             _credit(SELLER, t.sellerBond);
         }
+    }
+
+    /// @dev The fee split, when it happens (at `resolve`, or when a held fee is released).
+    function _bookFee(bytes32 id, uint256[] memory signers, uint256 signed, address submitter)
+        internal
+    {
+        uint256 fee = _termsOf[id].resolverFee;
         if (fee == 0) return;
         uint256 r = fee < CAP ? fee : CAP;
         uint256 inc = (fee - r) * P / signed;
@@ -359,6 +526,7 @@ contract EconomicsHandler is Vectors {
             uint256 amount
         ) {
             rewardsPaid[i] += amount;
+            rewardsReceived[recipient] += amount;
             ++payouts[i];
             if (slashed) slashedPaid = true;
             calls["claim-rewards"]++;
@@ -397,9 +565,38 @@ contract EconomicsHandler is Vectors {
         ea.signature = Signer.sign(a, escrow.verdictDigest(ea.commitment));
         eb.signature = Signer.sign(b, escrow.verdictDigest(eb.commitment));
         bytes32 ds = escrow.domainSeparator();
+        // The slashing rule: each resolver that signed both and is not yet slashed loses its
+        // whole bond, min(bond * 10 %, cap) to the whistleblower, the rest to the sink.
+        uint256 cap = registry.whistleblowerCap();
+        uint256[] memory equivocators = _members(epoch, (maskA >> 8) & maskB & 0xff);
+        for (uint256 j; j < equivocators.length; ++j) {
+            (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(equivocators[j]);
+            if (r.slashed) continue;
+            uint256 reward = uint256(r.bond) * WHISTLEBLOWER_BPS / 10_000;
+            if (reward > cap) reward = cap;
+            registryCredited[WHISTLEBLOWER] += reward;
+            registryCredited[SINK] += r.bond - reward;
+        }
         vm.prank(WHISTLEBLOWER);
         RegistrySlashing(address(registry)).slashEquivocation(ds, ea, eb);
         calls["slash"]++;
+    }
+
+    /// @dev The whistleblower withdraws its registry proceeds (to itself); or anyone flushes
+    ///      the registry's sink credit to the sink.
+    function registryClaim(bool flushSink) external {
+        RegistrySlashing slashing = RegistrySlashing(address(registry));
+        if (flushSink) {
+            if (registry.claimable(SINK) == 0) return;
+            vm.prank(STRANGER);
+            registryClaimed[SINK] += slashing.flushSink();
+            calls["registry-flush"]++;
+            return;
+        }
+        if (registry.claimable(WHISTLEBLOWER) == 0) return;
+        vm.prank(WHISTLEBLOWER);
+        registryClaimed[WHISTLEBLOWER] += slashing.claim(WHISTLEBLOWER);
+        calls["registry-claim"]++;
     }
 
     /// @dev A third party (not the whistleblower) sweeps slashed resolver `i`'s rewards: the

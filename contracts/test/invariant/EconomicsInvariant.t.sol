@@ -9,13 +9,15 @@ import {EconomicsHandler} from "./EconomicsHandler.sol";
 import {
     BondToBuyerOnReproducedEscrow,
     DABondToBuyerOnFailedEscrow,
+    IncluderTakesRefundEscrow,
     PerHeadRewardsRegistry
 } from "./EconomicsMutants.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
-/// @notice Who is paid, per party, against the payout table of ECONOMICS.md: resolvers of
-///         unequal stake (3, 2, 2, 1, 1, 1, 2, 3 bonds), two submitters, claims to
-///         non-operators, strangers' claims, a whistleblower and a separate sweeper.
+/// @notice Who is paid, per party, against the payout table of ECONOMICS.md and the slashing
+///         rule: resolvers of unequal stake (3, 2, 2, 1, 1, 1, 2, 3 bonds), two submitters,
+///         claims to non-operators, strangers' claims, held fees with left-out signers proven
+///         late, a whistleblower (escrow and registry proceeds) and a separate sweeper.
 abstract contract EconomicsChecks is EscrowBase {
     EconomicsHandler internal handler;
     uint256 internal constant P = 1e30;
@@ -83,15 +85,78 @@ abstract contract EconomicsChecks is EscrowBase {
         require(!handler.slashedPaid(), "a slashed resolver's operator was paid");
     }
 
+    /// @notice The registry's slashing proceeds: the whistleblower's and the sink's credits
+    ///         (claimed or flushed + still claimable) equal the slashing rule's, and the
+    ///         registry holds exactly the unslashed bonds plus those credits.
+    function checkRegistryProceeds() public view {
+        address wb = handler.WHISTLEBLOWER();
+        require(
+            registry.claimable(wb) + handler.registryClaimed(wb) == handler.registryCredited(wb),
+            "the whistleblower's registry credit differs from the slashing rule"
+        );
+        require(
+            registry.claimable(SINK) + handler.registryClaimed(SINK)
+                == handler.registryCredited(SINK),
+            "the sink's registry credit differs from the slashing rule"
+        );
+        uint256 bonds;
+        for (uint256 i; i < 8; ++i) {
+            (ResolverRegistry.Resolver memory r,,) = registry.resolverInfo(i);
+            if (r.slashed) require(r.bond == 0, "a slashed bond stayed");
+            bonds += r.bond;
+        }
+        require(
+            token.balanceOf(address(registry))
+                == bonds + registry.claimable(wb) + registry.claimable(SINK),
+            "the registry holds other than bonds and proceeds"
+        );
+    }
+
+    /// @notice Per party, tokens are conserved across both contracts: what it holds equals
+    ///         what it was minted, less what it paid into the escrow, plus what it withdrew from
+    ///         the escrow and the registry; the sink holds what both flushed to it; each rewards
+    ///         recipient holds exactly the rewards sent to it. No forged inclusion proof was
+    ///         accepted and settling exclusions never changed what a resolver is owed.
+    function checkPartiesHoldWhatTheyWithdrew() public view {
+        address[5] memory parties = [
+            BUYER,
+            handler.SELLER(),
+            handler.SUBMITTER_A(),
+            handler.SUBMITTER_B(),
+            handler.WHISTLEBLOWER()
+        ];
+        for (uint256 j; j < 5; ++j) {
+            address p = parties[j];
+            require(
+                token.balanceOf(p) + handler.paidIn(p)
+                    == handler.minted(p) + handler.claimed(p) + handler.registryClaimed(p),
+                "a party's tokens are not conserved"
+            );
+        }
+        require(
+            token.balanceOf(SINK) == handler.sinkOut() + handler.registryClaimed(SINK),
+            "the sink holds other than what was flushed to it"
+        );
+        for (uint256 j; j < 3; ++j) {
+            // forge-lint: disable-next-line(unsafe-typecast)
+            address r = address(uint160(0xc1a10 + j));
+            require(token.balanceOf(r) == handler.rewardsReceived(r), "a recipient's rewards");
+        }
+        require(!handler.forgedIncluded(), "a forged inclusion proof was accepted");
+        require(!handler.settleMovedPending(), "settling exclusions changed a resolver's due");
+    }
+
     function checkAll() external view {
         checkPartiesPaidPerTable();
         checkRewardsByStake();
+        checkRegistryProceeds();
+        checkPartiesHoldWhatTheyWithdrew();
     }
 
     /// @dev One pseudo-random action of the handler, weighted towards the deal phases so that
     ///      a short sequence reaches every payout path.
     function _step(uint256 r) internal {
-        uint256 a = r % 16;
+        uint256 a = r % 20;
         uint256 x = r >> 8;
         if (a < 2) handler.fund(x, x >> 16, x >> 32);
         else if (a < 4) handler.deliver(x);
@@ -103,6 +168,10 @@ abstract contract EconomicsChecks is EscrowBase {
         else if (a == 12) handler.claimRewards(x, x >> 8);
         else if (a == 13) handler.slash(x, x >> 24);
         else if (a == 14) handler.sweep(x);
+        else if (a == 15) handler.includeSigners(x, x >> 8, (x >> 16) & 3 == 0);
+        else if (a == 16) handler.distributeHeld(x);
+        else if (a == 17) handler.registryClaim(x % 2 == 0);
+        else if (a == 18) handler.settleExclusions(x, x >> 8, x >> 16);
         else if (x % 2 == 0) handler.flush();
         else handler.strangerClaims(x);
     }
@@ -158,6 +227,14 @@ contract EconomicsInvariantTest is EconomicsChecks {
     function invariant_rewardsByStake() public view {
         checkRewardsByStake();
     }
+
+    function invariant_registryProceeds() public view {
+        checkRegistryProceeds();
+    }
+
+    function invariant_partiesHoldWhatTheyWithdrew() public view {
+        checkPartiesHoldWhatTheyWithdrew();
+    }
 }
 
 /// @notice The same campaign kills each mutant and spares the real contracts: 16 runs of 64
@@ -202,6 +279,13 @@ contract EconomicsCampaignControlTest is EconomicsMutantCampaign {
             handler.calls("resolve") > 0 && handler.calls("timeout") + handler.calls("release") > 0
                 && handler.calls("claim-rewards") > 0 && handler.calls("claim") > 0,
             "the campaign misses a payout path"
+        );
+        require(
+            handler.calls("include") > 0 && handler.calls("distribute") > 0
+                && handler.calls("slash") > 0
+                && handler.calls("registry-claim") + handler.calls("registry-flush") > 0
+                && handler.calls("settle") > 0,
+            "the campaign misses late inclusion, slashing or the registry's proceeds"
         );
     }
 
@@ -295,5 +379,18 @@ contract PerHeadRewardsMutantTest is EconomicsMutantCampaign {
 
     function testCampaignKillsTheMutant() public {
         require(_campaign(1, RUNS_PER_TEST, DEPTH), "fee split per head survived");
+    }
+}
+
+contract IncluderTakesRefundMutantTest is EconomicsMutantCampaign {
+    function _escrowCode() internal pure override returns (bytes memory) {
+        return type(IncluderTakesRefundEscrow).creationCode;
+    }
+
+    function testCampaignKillsTheMutant() public {
+        require(
+            _campaign(1, RUNS_PER_TEST, DEPTH),
+            "the includer taking the submitter's refund survived"
+        );
     }
 }

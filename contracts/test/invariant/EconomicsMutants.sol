@@ -2,6 +2,7 @@
 pragma solidity 0.8.30;
 
 import {Escrow} from "../../src/Escrow.sol";
+import {EscrowFees} from "../../src/EscrowFees.sol";
 import {ResolverRegistry} from "../../src/ResolverRegistry.sol";
 import {Deal, Settlement} from "../../src/interfaces/IEscrow.sol";
 import {IResolverRegistry, RegistryParameters} from "../../src/interfaces/IResolverRegistry.sol";
@@ -52,5 +53,24 @@ contract PerHeadRewardsRegistry is ResolverRegistry {
         Resolver storage r = _resolvers[resolver];
         Membership storage m = _memberships[resolver];
         return (r.operator, minimumBond, m.joinedEpoch, m.leftEpoch, r.slashed);
+    }
+}
+
+/// @notice Mutant: when `includeSigners` proves the last left-out member and so splits the
+///         fee, the submitter's refund is credited to whoever sent the proof.
+contract IncluderTakesRefundFees is EscrowFees {
+    constructor(IResolverRegistry registry_) EscrowFees(registry_) {}
+
+    function _credit(address account, IERC20 token, uint256 amount) internal override {
+        if (msg.sig == EscrowFees.includeSigners.selector) account = msg.sender;
+        super._credit(account, token, amount);
+    }
+}
+
+contract IncluderTakesRefundEscrow is Escrow {
+    constructor(IResolverRegistry registry_, address owner_) Escrow(registry_, owner_) {}
+
+    function _deployFees(IResolverRegistry registry_) internal override returns (address) {
+        return address(new IncluderTakesRefundFees(registry_));
     }
 }

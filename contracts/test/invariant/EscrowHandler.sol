@@ -281,13 +281,15 @@ contract EscrowHandler is Vectors {
         if (signers.length == 0) return;
         uint256 before = _ownCredit();
         try escrow.resolve(commitments[k][o], non, sig) {
+            // Judged at the resolve: the split of a held fee below waits out its window.
+            bool late = block.timestamp > d.resolveDeadline;
             settlements[k]++;
             calls["resolve"]++;
             _record(k, o, d.epoch, signers, true);
             _distributeHeld(dealIds[k]);
             _accrued(d, signers, non, before);
             (uint256 signed, uint256 total) = _stakes(d.epoch, non);
-            if (signed * 3 < total * 2 || block.timestamp > d.resolveDeadline) {
+            if (signed * 3 < total * 2 || late) {
                 badSettlement = true;
             }
             // Nor without a quorum of the epoch's unslashed members.

@@ -53,6 +53,7 @@ interface Vm {
     function startPrank(address sender) external;
     function stopPrank() external;
     function warp(uint256 timestamp) external;
+    function roll(uint256 blockNumber) external;
     function chainId(uint256 newChainId) external;
     function expectRevert(bytes calldata revertData) external;
     function expectRevert(bytes4 selector) external;
