@@ -138,10 +138,20 @@ for n, sybil in ((16, False), (64, False), (256, False), (400, False), (400, Tru
 L.append(f"\n*Per non-signer* is the marginal cost between the 10 % and the 1/3 runs: at most {max(marginals):,}, against the target of 5,000. "
          f"The sybil certificate resolves in {sybil_third:,} gas, against the target of 2,000,000. Every `resolve` run stays under its budget of 350k, "
          f"plus 100k if the fee is held, plus 5,000 per non-signer. Slashing all 400 members costs {slash_max:,}; with intrinsic and calldata gas the "
-         "transaction is asserted under EIP-7825's 2^24 = 16,777,216.\n")
+         "transaction is asserted under EIP-7825's 2^24 = 16,777,216. The node slashes with `slashEquivocationUpTo`, at most 200 resolvers per transaction.\n")
+ex = json.load(open("contracts/snapshots/ExclusionGas.json"))
+L.append("A resolver left out of held splits pays, when it claims an epoch, for the exclusion entries since its last claim "
+         "(`contracts/test/ExclusionGas.t.sol`, `contracts/snapshots/ExclusionGas.json`); `settleExclusions` (anyone, resumable, "
+         "`maxEntries` per call) moves them into its reward debt beforehand:\n")
+L.append("| exclusion entries | `claimRewards`, left out | `settleExclusions`, all | `claimRewards`, a signer |\n| --- | --- | --- | --- |")
+for n in (1, 16, 64, 256):
+    L.append(f"| {n} | {int(ex[f'claimRewards-left-out-entries{n}']):,} | {int(ex[f'settleExclusions-all-entries{n}']):,} | "
+             f"{int(ex[f'claimRewards-signer-entries{n}']):,} |")
+entry = sum(int(ex[k]) for k in ("entry-fund", "entry-deliver", "entry-challenge", "entry-resolve", "entry-distributeFee"))
+L.append(f"\nMaking one entry costs its maker {entry:,} gas (fund, deliver, challenge, resolve, `distributeFee`) plus the fee above the refund cap.\n")
 L.append("### `resolve` with registry indices, against a k-of-n ECDSA quorum\n")
 L.append("`contracts/test/EscrowGas.t.sol` (`contracts/snapshots/EscrowGas.json`): the fee-less `resolve` with the non-signers as registry indices "
-         "(the form the node sends: a binary search in the epoch's member list per non-signer).\n")
+         "(the overload for callers without the member list: a binary search in the epoch's member list per non-signer; the node sends the bitmap form above).\n")
 L.append("| committee n | `resolve`, all sign | `resolve`, ~10 % missing | k-of-n ECDSA reference (k = ⌈2n/3⌉) | BLS / ECDSA |\n| --- | --- | --- | --- | --- |")
 for n, miss in ((4, 1), (8, 1), (16, 1), (48, 4), (64, 6), (256, 25), (300, 30)):
     full, part, ecdsa = int(gas[f"resolve-n{n}-missing0"]), int(gas[f"resolve-n{n}-missing{miss}"]), int(gas[f"ecdsa-quorum-n{n}"])
