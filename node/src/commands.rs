@@ -556,6 +556,10 @@ const MAX_REWARD_EPOCHS: u64 = 4_096;
 /// Epochs one `claimRewards` transaction claims (its gas grows with them).
 const CLAIM_EPOCHS_PER_TX: usize = 64;
 
+/// Exclusion entries one `settleExclusions` transaction settles: about
+/// 6.8k gas each (`contracts/snapshots/ExclusionGas.json`), 6.9M in all.
+const SETTLE_ENTRIES_PER_TX: u64 = 1_000;
+
 /// `resolvd rewards`.
 pub(crate) async fn rewards(args: RewardsArgs) -> eyre::Result<()> {
     let account = match (&args.account_keystore, &args.account_password_file) {
@@ -608,7 +612,8 @@ pub(crate) async fn rewards(args: RewardsArgs) -> eyre::Result<()> {
                 info.operator
             );
             let epochs: Vec<u64> = pending.iter().map(|(e, _)| *e).collect();
-            txs = claim_rewards(&chain, token, r, &epochs, to).await?;
+            txs = settle_exclusions(&chain, token, r, &epochs, args.settle_above).await?;
+            txs.extend(claim_rewards(&chain, token, r, &epochs, to).await?);
         }
         if claimable > U256::ZERO {
             let tx = chain.send(chain.escrow, IEscrow::claimCall { token, to }).await?;
@@ -655,6 +660,38 @@ async fn pending_rewards(
         }
     }
     Ok(out)
+}
+
+/// `settleExclusions` for each of `epochs` in which more than `above`
+/// exclusion entries are not yet accounted for `resolver`, in transactions of
+/// [`SETTLE_ENTRIES_PER_TX`] entries, so that its claim scans at most `above`
+/// entries per epoch (and a claim of many epochs fits one transaction).
+async fn settle_exclusions(
+    chain: &Chain,
+    token: Address,
+    resolver: U256,
+    epochs: &[u64],
+    above: u64,
+) -> eyre::Result<Vec<serde_json::Value>> {
+    let mut txs = Vec::new();
+    for &e in epochs {
+        let epoch = U256::from(e);
+        let count: U256 =
+            chain.view(chain.escrow, IEscrow::exclusionCountCall { token, epoch }, None).await?;
+        let cursor = IEscrow::exclusionCursorCall { token, epoch, resolver };
+        let mut done: U256 = chain.view(chain.escrow, cursor.clone(), None).await?;
+        while count.saturating_sub(done) > U256::from(above) {
+            let max_entries = U256::from(SETTLE_ENTRIES_PER_TX);
+            let call =
+                IEscrow::settleExclusionsCall { token, resolver, epoch, maxEntries: max_entries };
+            let tx = chain.send(chain.escrow, call).await?;
+            txs.push(serde_json::json!({"call": "settleExclusions", "epoch": e, "tx": tx.tx_hash, "gas": tx.gas_used}));
+            let now: U256 = chain.view(chain.escrow, cursor.clone(), None).await?;
+            ensure!(now > done, "settleExclusions made no progress in epoch {e}");
+            done = now;
+        }
+    }
+    Ok(txs)
 }
 
 /// `claimRewards` for `epochs`, [`CLAIM_EPOCHS_PER_TX`] per transaction.

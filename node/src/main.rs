@@ -385,6 +385,11 @@ pub(crate) struct RewardsArgs {
     /// Where claimed tokens go (default: the account).
     #[arg(long, requires = "claim")]
     pub(crate) to: Option<Address>,
+    /// With --claim: first settle (`settleExclusions`) the exclusion entries
+    /// of each claimed epoch when more than this many are not yet accounted
+    /// for, so that no claim scans more.
+    #[arg(long, default_value_t = 256, requires = "claim")]
+    pub(crate) settle_above: u64,
     /// Encrypted JSON keystore of the operator account.
     #[arg(long, requires = "account_password_file")]
     pub(crate) account_keystore: Option<PathBuf>,

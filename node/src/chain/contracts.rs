@@ -170,6 +170,9 @@ alloy_sol_types::sol! {
         function timeoutRefund(bytes32 dealId) external;
         function claimRewards(address token, uint256 resolver, uint256[] calldata epochs, address to) external returns (uint256 amount);
         function pendingRewards(address token, uint256 resolver, uint256 epoch) external view returns (uint256);
+        function settleExclusions(address token, uint256 resolver, uint256 epoch, uint256 maxEntries) external returns (uint256 remaining);
+        function exclusionCount(address token, uint256 epoch) external view returns (uint256);
+        function exclusionCursor(address token, uint256 epoch, uint256 resolver) external view returns (uint256);
 
         // A certificate with non-signers holds its fee for the inclusion window, in which
         // anyone proves further signers of the certified digest (contracts/ECONOMICS.md).

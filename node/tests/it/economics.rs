@@ -213,10 +213,30 @@ async fn with_commit_reveal_a_lazy_copier_is_never_certified_and_fees_timeouts_a
     assert_eq!(shown["pendingTotal"], pending[0].to_string(), "{shown}");
     let (keystore, password) = (keystore.to_str().unwrap(), password.to_str().unwrap());
     let account = ["--account-keystore", keystore, "--account-password-file", password];
-    let claimed = resolvd(&[&base[..], &["--claim"], &account[..]].concat());
+    // The lazy node's exclusion is an entry of the epoch: with
+    // --settle-above 0 the claim settles it first (for node 0, which it
+    // does not name, that only moves node 0's cursor past it).
+    let claim = ["--claim", "--settle-above", "0"];
+    let claimed = resolvd(&[&base[..], &claim[..], &account[..]].concat());
     let credits: U256 = claimed["claimed"]["credits"].as_str().unwrap().parse().unwrap();
     let after = net.0.view(tok, held).await.unwrap();
     assert_eq!(after, before + pending[0] + credits, "{claimed}");
+    let calls = claimed["claimed"]["transactions"].as_array().unwrap();
+    let settled: Vec<u64> = calls
+        .iter()
+        .filter(|t| t["call"] == "settleExclusions")
+        .map(|t| t["epoch"].as_u64().unwrap())
+        .collect();
+    assert_eq!(settled.len(), 1, "{claimed}");
+    assert_eq!(calls[0]["call"], "settleExclusions", "settled before the claim: {claimed}");
+    assert!(calls.iter().any(|t| t["call"] == "claimRewards"), "{claimed}");
+    let (escrow, tok, epoch) = (net.0.deployment.escrow, net.0.deployment.token, settled[0]);
+    let epoch = U256::from(epoch);
+    let count = IEscrow::exclusionCountCall { token: tok, epoch };
+    let count: U256 = net.0.view(escrow, count).await.unwrap();
+    let cursor = IEscrow::exclusionCursorCall { token: tok, epoch, resolver: U256::ZERO };
+    assert_eq!(net.0.view(escrow, cursor).await.unwrap(), count);
+    assert!(count >= U256::from(1));
     assert_eq!(net.0.fees_of(0).await.unwrap(), (U256::ZERO, U256::ZERO));
 
     // A dispute that gets no certificate (only node 0 is up: 1 of 4) times
