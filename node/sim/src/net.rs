@@ -146,8 +146,9 @@ pub(crate) struct Transfer {
 /// Each node's uplink and each directed link's delivery order.
 pub(crate) struct Wire {
     uplink_free: Vec<u64>,
-    /// Last arrival per directed link: TCP delivers in order.
-    last_arrival: HashMap<(u32, u32), u64>,
+    /// Per directed link: the last arrival (TCP delivers in order) and
+    /// when it last sent.
+    links_state: HashMap<(u32, u32), (u64, Option<u64>)>,
     loss: Rng,
     links: Links,
     uplink_bps: u64,
@@ -158,7 +159,7 @@ impl Wire {
     pub(crate) fn new(cfg: &NetConfig, seed: u64, nodes: usize) -> Self {
         Self {
             uplink_free: vec![0; nodes],
-            last_arrival: HashMap::new(),
+            links_state: HashMap::new(),
             loss: Rng::new(seed, 0x1055),
             links: Links::new(&cfg.latency, seed, nodes),
             uplink_bps: cfg.uplink_bps,
@@ -176,25 +177,36 @@ impl Wire {
     }
 
     /// Sends `bytes` from `from` to `to` at `now`: it waits for the sender's
-    /// uplink, crosses the link, and each lost packet is sent again after a
-    /// retransmission timeout (round trip + 200 ms, doubling) that also holds
-    /// back whatever follows on that link.
+    /// uplink and crosses the link. A lost packet is sent again once the
+    /// sender detects the loss, as Linux's RACK-TLP does: 1.25 round trips
+    /// after it was sent while the link carries a flow (a later packet's
+    /// acknowledgement reveals it; the link sent something within the last
+    /// round trip), else two round trips (the tail loss probe); a
+    /// retransmission lost again waits for the retransmission timeout
+    /// (round trip + 200 ms, doubling). The link delivers in order, so what
+    /// follows on it waits too (head-of-line blocking).
     pub(crate) fn send(&mut self, from: u32, to: u32, bytes: usize, now: u64) -> Transfer {
         let one_way = self.links.latency_ns(from, to);
+        let rtt = 2 * one_way;
         let start = now.max(self.uplink_free[from as usize]);
         let mut done = start + self.serialize_ns(bytes);
         self.uplink_free[from as usize] = done;
+        let link = self.links_state.entry((from, to)).or_insert((0, None));
+        let flowing = link.1.is_some_and(|last| start < last + rtt);
+        link.1 = Some(start);
         let mut arrival = done + one_way;
         let mut sent = bytes as u64;
         let mut retransmits = 0;
         let packets = bytes.div_ceil(MSS).max(1);
         for k in 0..packets {
             let packet = if k + 1 < packets { MSS } else { bytes - MSS * (packets - 1) };
-            let mut rto = 2 * one_way + RTO_MIN_NS;
+            let mut wait = if flowing { rtt + rtt / 4 } else { 2 * rtt };
+            let mut rto = rtt + RTO_MIN_NS;
             let mut resent_at = done;
             while self.loss_p > 0.0 && self.loss.unit() < self.loss_p && retransmits < 16 {
                 retransmits += 1;
-                resent_at += rto;
+                resent_at += wait;
+                wait = rto;
                 rto *= 2;
                 // The copy goes out on the uplink again.
                 let at = resent_at.max(self.uplink_free[from as usize]);
@@ -204,9 +216,9 @@ impl Wire {
                 arrival = arrival.max(done + one_way);
             }
         }
-        let last = self.last_arrival.entry((from, to)).or_insert(0);
-        arrival = arrival.max(*last);
-        *last = arrival;
+        let link = self.links_state.entry((from, to)).or_insert((0, None));
+        arrival = arrival.max(link.0);
+        link.0 = arrival;
         Transfer { bytes: sent, arrival, retransmits }
     }
 }
@@ -220,7 +232,7 @@ mod tests {
         let live: Vec<u32> = (0..200).collect();
         let m = mesh(&live, 8, 7);
         for (a, peers) in &m {
-            assert!(peers.len() >= 1 && peers.len() <= 13, "{a}: {}", peers.len());
+            assert!((8..=13).contains(&peers.len()), "{a}: {}", peers.len());
             for b in peers {
                 assert!(m[b].contains(a));
             }

@@ -229,7 +229,8 @@ impl Report {
         events: u64,
     ) -> Self {
         let all: Vec<&NodeStats> = stats.collect();
-        let honest: Vec<&NodeStats> = all.iter().copied().filter(|s| s.role == Role::Honest).collect();
+        let honest: Vec<&NodeStats> =
+            all.iter().copied().filter(|s| s.role == Role::Honest).collect();
         let latencies: Vec<f64> =
             honest.iter().filter_map(|s| s.seen_to_certificate()).map(ms).collect();
         let settle: Vec<f64> = honest
@@ -299,9 +300,10 @@ impl Report {
 
     /// One Markdown table row.
     pub fn table_row(&self) -> String {
-        let latency = self.seen_to_certificate_ms.as_ref().map_or("none".to_owned(), |p| {
-            format!("{} / {}", fmt_ms(p.p50), fmt_ms(p.p99))
-        });
+        let latency = self
+            .seen_to_certificate_ms
+            .as_ref()
+            .map_or("none".to_owned(), |p| format!("{} / {}", fmt_ms(p.p50), fmt_ms(p.p99)));
         let certified = if self.all_honest_certified {
             "yes".to_owned()
         } else {

@@ -159,6 +159,9 @@ struct SimNode {
     cpu_free: u64,
     backlog: VecDeque<Job>,
     ready: bool,
+    /// A tick waits in the backlog (ticks do not pile up behind a busy CPU,
+    /// as the node's interval delays missed ticks).
+    tick_waiting: bool,
     batch_at: Option<u64>,
     /// Message → when first seen (gossipsub's duplicate cache).
     seen: HashMap<u32, u64>,
@@ -363,12 +366,15 @@ impl Simulation {
                 SimNode {
                     role,
                     slow,
-                    signer: engine.as_ref().map(|_| ProtectedSigner::new(key, MemoryStore::default())),
+                    signer: engine
+                        .as_ref()
+                        .map(|_| ProtectedSigner::new(key, MemoryStore::default())),
                     engine,
                     peers: peers.remove(&(i as u32)).unwrap_or_default(),
                     cpu_free: 0,
                     backlog: VecDeque::new(),
                     ready: false,
+                    tick_waiting: false,
                     batch_at: None,
                     seen: HashMap::new(),
                     pending: HashMap::new(),
@@ -427,7 +433,9 @@ impl Simulation {
                 Job::Ready => self.ready(e.node),
                 Job::Tick => {
                     self.schedule(self.now + tick, e.node, Job::Tick);
-                    self.arrive(e.node, Job::Tick);
+                    if !self.nodes[e.node as usize].tick_waiting {
+                        self.arrive(e.node, Job::Tick);
+                    }
                 }
                 job => self.arrive(e.node, job),
             }
@@ -477,6 +485,7 @@ impl Simulation {
         if n.cpu_free <= now && n.backlog.is_empty() {
             self.execute(node, job);
         } else {
+            n.tick_waiting |= matches!(job, Job::Tick);
             n.backlog.push_back(job);
             if !n.ready {
                 n.ready = true;
@@ -505,8 +514,7 @@ impl Simulation {
         let now = self.now;
         let at = self.instant(now);
         let costs = self.cfg.costs.clone();
-        let mut work =
-            Work { builds: !matches!(job, Job::Deliver { .. }), ..Work::default() };
+        let mut work = Work { builds: !matches!(job, Job::Deliver { .. }), ..Work::default() };
         let deal_id = self.announcement.deal_id;
         let mut batch = None;
         {
@@ -543,7 +551,10 @@ impl Simulation {
                         }
                     }
                 }
-                Job::Tick => engine.on_tick(at),
+                Job::Tick => {
+                    n.tick_waiting = false;
+                    engine.on_tick(at);
+                }
                 Job::Batch => {
                     n.batch_at = None;
                     if engine.batch_due().is_some_and(|due| due <= at) {
@@ -603,7 +614,11 @@ impl Simulation {
             Action::Confirm { announcement, source, delay } => {
                 let asked = now + ns(delay) + ns(rpc) / 2;
                 let disputed = self.chain.settled_at.is_none_or(|t| asked < t);
-                work.later.push((delay + rpc, node, Job::Confirmed { announcement, source, disputed }));
+                work.later.push((
+                    delay + rpc,
+                    node,
+                    Job::Confirmed { announcement, source, disputed },
+                ));
             }
             Action::LoadCommittee(epoch) => work.later.push((rpc, node, Job::Committee(epoch))),
             Action::Gather(info) => {
@@ -736,7 +751,10 @@ impl Simulation {
                 .chain_update(p.commitment.eip712_digest(&self.domain))
                 .finalize(),
         );
-        SignedVerdict { signature: member_key(p.signer_index as usize).sign(&digest).compress(), ..p }
+        SignedVerdict {
+            signature: member_key(p.signer_index as usize).sign(&digest).compress(),
+            ..p
+        }
     }
 
     fn intern(&mut self, gossip: &Gossip) -> u32 {
@@ -821,7 +839,11 @@ impl Simulation {
         self.chain.settled_at = Some(mined);
         self.chain.signers = Some(signers);
         let tx = B256::from_slice(&Sha256::digest(node.to_le_bytes()));
-        self.schedule(mined + rpc / 2, node, Job::Submitted(SubmitResult::Sent { tx, gas: 300_000 }));
+        self.schedule(
+            mined + rpc / 2,
+            node,
+            Job::Submitted(SubmitResult::Sent { tx, gas: 300_000 }),
+        );
         let confirmed = mined + block * chain.confirmations as u64;
         for peer in self.live.clone() {
             let seen = confirmed + (self.draws.unit() * ns(chain.poll) as f64) as u64;
