@@ -99,8 +99,8 @@ bench-scale: tools
 SIM_SIZES ?= 16,32,64,256,1024
 SIM_ARGS ?=
 bench-sim:
-	cargo build --release --locked -p resolvd-sim
-	"$${CARGO_TARGET_DIR:-target}/release/resolvd-sim" bench --sizes $(SIM_SIZES) $(SIM_ARGS)
+	@cargo build --release --locked -p resolvd-sim
+	@"$${CARGO_TARGET_DIR:-target}/release/resolvd-sim" bench --sizes $(SIM_SIZES) $(SIM_ARGS)
 
 ## bench-report: regenerate BENCHMARKS.md (criterion, forge gas, devnet latency for N = 4, 7, 10,
 ## and the scale table of bench-scale).

@@ -51,10 +51,12 @@ impl Config {
 pub struct Faults {
     /// Never start: no engine, no messages.
     pub crash: usize,
-    /// Replay and sign, never publish their own partial (they relay others' gossip).
+    /// Replay and sign, never publish their own partial (they relay others'
+    /// gossip and send no transaction).
     pub withhold: usize,
     /// Publish, instead of their partial, one with an invalid signature
-    /// (a valid point in G2 over another digest; they relay others' gossip).
+    /// (a valid point in G2 over another digest; they relay others' gossip
+    /// and send no transaction).
     pub garbage: usize,
     /// Honest but with every CPU cost multiplied by `slow_factor`.
     pub slow: usize,

@@ -24,9 +24,9 @@ enum Command {
         /// Committee sizes.
         #[arg(long, value_delimiter = ',', default_value = "16,32,64,256,1024")]
         sizes: Vec<usize>,
-        /// Fault mixes, `;`-separated.
+        /// Fault mixes (each as `--faults`), `;`-separated.
         #[arg(long, value_delimiter = ';', default_value = "none;withhold=1/3;garbage=1/3")]
-        faults: Vec<String>,
+        mixes: Vec<String>,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -96,10 +96,10 @@ fn main() -> eyre::Result<()> {
             }
             eprintln!("simulated in {:.1} s", started.elapsed().as_secs_f64());
         }
-        Some(Command::Bench { sizes, faults, run }) => {
+        Some(Command::Bench { sizes, mixes, run }) => {
             println!("{}", Report::TABLE_HEADER.replace(" |\n", " | simulated in |\n") + " --- |");
             for n in sizes {
-                for f in &faults {
+                for f in &mixes {
                     let cfg = run.config(n, f)?;
                     let started = Instant::now();
                     let report = resolvd_sim::run(cfg)?;

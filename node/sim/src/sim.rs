@@ -347,8 +347,11 @@ impl Simulation {
             .map(|(i, key)| {
                 let (role, slow) = roles[i];
                 let engine = (role != Role::Crashed).then(|| {
+                    // Withholding and garbage members send no transaction
+                    // (the certificate that settles is an honest member's).
+                    let submits = role == Role::Honest;
                     let mut e = Engine::new(
-                        EngineConfig::default(),
+                        EngineConfig { submits, ..EngineConfig::default() },
                         domain.clone(),
                         Some(key.public_key()),
                         EngineMetrics::default(),
