@@ -54,6 +54,9 @@ pub struct NodeStats {
     pub evidence: u64,
     /// The engine's verdicts on gossip, per topic: accept, ignore, reject.
     pub validations: BTreeMap<&'static str, [u64; 3]>,
+    /// Gossip the engine ignored unverified under one of its bounds, by
+    /// bound (its `gossip_bounded` metric, and `dropped_partials`).
+    pub bounded: BTreeMap<&'static str, u64>,
 }
 
 impl NodeStats {
@@ -74,6 +77,7 @@ impl NodeStats {
             withheld: 0,
             evidence: 0,
             validations: BTreeMap::new(),
+            bounded: BTreeMap::new(),
         }
     }
 
@@ -210,6 +214,9 @@ pub struct Report {
     pub evidence: u64,
     /// The engines' gossip verdicts, summed over the honest members.
     pub validations: BTreeMap<&'static str, Verdicts>,
+    /// Gossip ignored unverified under the engines' bounds, by bound,
+    /// summed over the honest members.
+    pub bounded: BTreeMap<&'static str, u64>,
     /// Distinct gossip messages.
     pub messages: usize,
     /// Events processed.
@@ -255,6 +262,12 @@ impl Report {
                 v.reject += r;
             }
         }
+        let mut bounded: BTreeMap<&'static str, u64> = BTreeMap::new();
+        for s in &honest {
+            for (reason, n) in &s.bounded {
+                *bounded.entry(reason).or_default() += n;
+            }
+        }
         let honest_certified = honest.iter().filter(|s| s.cert_at.is_some()).count();
         Self {
             nodes: cfg.nodes,
@@ -284,6 +297,7 @@ impl Report {
             retransmits: all.iter().map(|s| s.retransmits).sum(),
             evidence: all.iter().map(|s| s.evidence).sum(),
             validations,
+            bounded,
             messages,
             events,
             virtual_ms: round(ms(end)),

@@ -15,8 +15,8 @@ use resolvd_consensus::{
     Committee, Member, SecretKey, DEFAULT_THRESHOLD_BPS,
 };
 use resolvd_engine::{
-    Action, AnchorStatus, ConfirmSource, Confirmation, Engine, EngineConfig, EngineMetrics,
-    Gathered, Gossip, MessageOrigin, SlashResult, SubmitResult, Topic, Validation,
+    metrics::ResultLabel, Action, AnchorStatus, ConfirmSource, Confirmation, Engine, EngineConfig,
+    EngineMetrics, Gathered, Gossip, MessageOrigin, SlashResult, SubmitResult, Topic, Validation,
 };
 use resolvd_proto::{
     wire::{DisputeAnnouncement, SignedVerdict},
@@ -28,6 +28,10 @@ use std::{
     collections::{BinaryHeap, HashMap, VecDeque},
     time::{Duration, Instant},
 };
+
+/// The engine's `gossip_bounded` reasons (`EngineMetrics::gossip_bounded`).
+const BOUNDS: [&str; 6] =
+    ["early_quota", "pending_quota", "commits_full", "evidence_busy", "confirm_quota", "misled_by"];
 
 /// The committee epoch every run uses.
 pub const EPOCH: u64 = 1;
@@ -154,6 +158,8 @@ struct SimNode {
     role: Role,
     slow: u32,
     engine: Option<Engine<Origin>>,
+    /// The engine's metrics (clones share the values).
+    metrics: EngineMetrics,
     signer: Option<ProtectedSigner<MemoryStore>>,
     peers: Vec<u32>,
     cpu_free: u64,
@@ -346,6 +352,7 @@ impl Simulation {
             .enumerate()
             .map(|(i, key)| {
                 let (role, slow) = roles[i];
+                let metrics = EngineMetrics::default();
                 let engine = (role != Role::Crashed).then(|| {
                     // Withholding and garbage members send no transaction
                     // (the certificate that settles is an honest member's).
@@ -354,7 +361,7 @@ impl Simulation {
                         EngineConfig { submits, ..EngineConfig::default() },
                         domain.clone(),
                         Some(key.public_key()),
-                        EngineMetrics::default(),
+                        metrics.clone(),
                     );
                     e.on_head(100, 1_000);
                     e.set_commit_reveal(EPOCH, None);
@@ -373,6 +380,7 @@ impl Simulation {
                         .as_ref()
                         .map(|_| ProtectedSigner::new(key, MemoryStore::default())),
                     engine,
+                    metrics,
                     peers: peers.remove(&(i as u32)).unwrap_or_default(),
                     cpu_free: 0,
                     backlog: VecDeque::new(),
@@ -854,7 +862,20 @@ impl Simulation {
         }
     }
 
-    fn report(&self) -> Report {
+    fn report(&mut self) -> Report {
+        for n in &mut self.nodes {
+            let m = &n.metrics;
+            for reason in BOUNDS {
+                let count = m.gossip_bounded.get_or_create(&ResultLabel { result: reason }).get();
+                if count > 0 {
+                    n.stats.bounded.insert(reason, count);
+                }
+            }
+            let dropped = m.dropped_partials.get();
+            if dropped > 0 {
+                n.stats.bounded.insert("dropped_partials", dropped);
+            }
+        }
         Report::new(
             &self.cfg,
             self.nodes.iter().map(|n| &n.stats),
