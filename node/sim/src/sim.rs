@@ -203,6 +203,7 @@ pub struct Simulation {
     domain: VerdictDomain,
     announcement: DisputeAnnouncement,
     envelope: VerdictEnvelopeV1,
+    committee: Committee,
     committee_size: usize,
     sends: Vec<SendRecord>,
     settled_nodes: usize,
@@ -400,6 +401,7 @@ impl Simulation {
             envelope: envelope(&announcement),
             announcement,
             domain,
+            committee,
             committee_size: n,
             cfg,
             base,
@@ -581,8 +583,10 @@ impl Simulation {
                     engine.on_confirmed(*announcement, source, Ok(result), at);
                 }
                 Job::Committee(epoch) => {
-                    // Only the run's epoch exists; nothing else is asked.
-                    let _ = epoch;
+                    let result = (epoch == EPOCH)
+                        .then(|| self.committee.clone())
+                        .ok_or_else(|| format!("no epoch {epoch} in the simulated registry"));
+                    engine.on_committee(epoch, result, at);
                 }
                 Job::Replay => {
                     work.cost += costs.replay;

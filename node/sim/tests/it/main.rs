@@ -149,3 +149,14 @@ fn geo_latencies_and_publishing_to_everyone_run() {
     assert!(r.all_honest_certified, "{}", r.to_json());
     assert_eq!(r.latency, "geo");
 }
+
+#[test]
+fn committee_of_64_certifies_and_settles_without_evidence() {
+    for faults in ["none", "garbage=1/3"] {
+        let r = run(config(64, 11, faults)).unwrap();
+        assert!(r.all_honest_certified, "{}", r.to_json());
+        assert!(r.settled);
+        assert!(r.certificate_signers.unwrap() >= 43);
+        assert_eq!(r.evidence, 0, "no honest node signs twice");
+    }
+}
