@@ -189,7 +189,7 @@ impl Wire {
         let one_way = self.links.latency_ns(from, to);
         let rtt = 2 * one_way;
         let start = now.max(self.uplink_free[from as usize]);
-        let mut done = start + self.serialize_ns(bytes);
+        let done = start + self.serialize_ns(bytes);
         self.uplink_free[from as usize] = done;
         let link = self.links_state.entry((from, to)).or_insert((0, None));
         let flowing = link.1.is_some_and(|last| start < last + rtt);
@@ -208,12 +208,11 @@ impl Wire {
                 resent_at += wait;
                 wait = rto;
                 rto *= 2;
-                // The copy goes out on the uplink again.
-                let at = resent_at.max(self.uplink_free[from as usize]);
-                done = at + self.serialize_ns(packet);
-                self.uplink_free[from as usize] = self.uplink_free[from as usize].max(done);
+                // The copy goes out again then: its serialization (about
+                // 0.1 ms) is not reserved on the uplink, whose later sends
+                // would otherwise wait for a retransmission still to come.
                 sent += packet as u64;
-                arrival = arrival.max(done + one_way);
+                arrival = arrival.max(resent_at + self.serialize_ns(packet) + one_way);
             }
         }
         let link = self.links_state.entry((from, to)).or_insert((0, None));
@@ -264,5 +263,22 @@ mod tests {
         assert_eq!(a.arrival, 1_000_000 + w.latency_ns(0, 1));
         assert_eq!(b.arrival, 2_000_000 + w.latency_ns(0, 2));
         assert_eq!(a.bytes, 12_500);
+    }
+
+    #[test]
+    fn a_lost_packet_holds_back_its_link_not_the_uplink() {
+        let cfg = NetConfig { loss: 0.0, ..NetConfig::default() };
+        let mut w = Wire::new(&cfg, 2, 4);
+        w.loss_p = 0.999_999;
+        let lost = w.send(0, 1, 500, 0);
+        assert!(lost.retransmits >= 1 && lost.bytes > 500);
+        let rtt = 2 * w.latency_ns(0, 1);
+        // Nothing sent on the link before: the tail loss probe, two round trips.
+        assert!(lost.arrival >= 2 * rtt + w.latency_ns(0, 1));
+        w.loss_p = 0.0;
+        let other = w.send(0, 2, 500, 0);
+        assert_eq!(other.arrival, 2 * w.serialize_ns(500) + w.latency_ns(0, 2));
+        let behind = w.send(0, 1, 500, 0);
+        assert_eq!(behind.arrival, lost.arrival, "in order behind the lost one");
     }
 }
