@@ -9,7 +9,7 @@ TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 export FOUNDRY_SOLC := $(TOOLS)/bin/solc
 
-.PHONY: devnet test deploy-test bench-report tools fmt lint rust-test contracts-test vectors fixtures bench bench-node bench-scale fuzz
+.PHONY: devnet test deploy-test bench-report tools fmt lint rust-test contracts-test vectors fixtures bench bench-node bench-scale bench-sim fuzz
 
 ## devnet: install what is missing, build, run the local network demo
 ## (DEVNET_ARGS="--nodes 5 --keep" for options; see `resolvd-devnet --help`).
@@ -92,6 +92,15 @@ SCALE_DISPUTES ?= 10
 bench-scale: tools
 	cd contracts && forge build
 	SCALE_NODES="$(SCALE_NODES)" SCALE_DISPUTES=$(SCALE_DISPUTES) ONLY_SCALE=1 deploy/bench-report.sh
+
+## bench-sim: the simulator's table on stdout (Markdown): N = 16 … 1,024 real engines in one
+## process under a modelled network and CPU, honest, with 1/3 withholding and with 1/3 sending
+## garbage (node/sim/README.md; release build; N = 1,024 takes minutes per run).
+SIM_SIZES ?= 16,32,64,256,1024
+SIM_ARGS ?=
+bench-sim:
+	@cargo build --release --locked -p resolvd-sim
+	@"$${CARGO_TARGET_DIR:-target}/release/resolvd-sim" bench --sizes $(SIM_SIZES) $(SIM_ARGS)
 
 ## bench-report: regenerate BENCHMARKS.md (criterion, forge gas, devnet latency for N = 4, 7, 10,
 ## and the scale table of bench-scale).

@@ -280,6 +280,12 @@ impl<O: MessageOrigin> Engine<O> {
         self.queue.process_at
     }
 
+    /// Partials queued for the next [`Self::on_batch`] (each distinct
+    /// message once, the own partial included).
+    pub fn queued_partials(&self) -> usize {
+        self.queue.deferred.len()
+    }
+
     /// Newest epoch known to exist.
     pub fn current_epoch(&self) -> u64 {
         self.chain.current_epoch

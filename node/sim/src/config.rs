@@ -1,0 +1,401 @@
+//! What a run simulates: the committee, the faults, the network, the chain
+//! and the CPU cost model.
+
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::{fmt, str::FromStr, time::Duration};
+
+/// One run's parameters.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Committee members (one engine each, equal stake).
+    pub nodes: usize,
+    /// Every random draw of the run derives from it.
+    pub seed: u64,
+    /// Faulty members.
+    pub faults: Faults,
+    /// Links, bandwidth and gossip.
+    pub net: NetConfig,
+    /// The chain as the nodes see it.
+    pub chain: ChainConfig,
+    /// Modelled CPU cost of each piece of work.
+    pub costs: Costs,
+    /// How often each node's engine is ticked (the node's loop: 50 ms).
+    pub tick: Duration,
+    /// Virtual time after which a run stops even if not every honest node
+    /// saw the dispute settled.
+    pub max_time: Duration,
+    /// Record every message copy sent ([`crate::Simulation::sends`]).
+    pub trace: bool,
+}
+
+impl Config {
+    /// The defaults for `nodes` members and `seed`.
+    pub fn new(nodes: usize, seed: u64) -> Self {
+        Self {
+            nodes,
+            seed,
+            faults: Faults::default(),
+            net: NetConfig::default(),
+            chain: ChainConfig::default(),
+            costs: Costs::default(),
+            tick: Duration::from_millis(50),
+            max_time: Duration::from_secs(40),
+            trace: false,
+        }
+    }
+}
+
+/// Faulty members, as counts (chosen from the seed, disjoint).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Faults {
+    /// Never start: no engine, no messages.
+    pub crash: usize,
+    /// Replay and sign, never publish their own partial (they relay others'
+    /// gossip and send no transaction).
+    pub withhold: usize,
+    /// Publish, instead of their partial, one with an invalid signature
+    /// (a valid point in G2 over another digest; they relay others' gossip
+    /// and send no transaction).
+    pub garbage: usize,
+    /// Honest but with every CPU cost multiplied by `slow_factor`.
+    pub slow: usize,
+    /// CPU multiplier of the slow members.
+    pub slow_factor: u32,
+}
+
+impl Faults {
+    /// Parses `crash=5,withhold=1/3,garbage=0.1,slow=4x3` for a committee of
+    /// `nodes`: a count, a fraction (`0.33`, `1/3`: rounded down), and for
+    /// `slow` an optional `xK` CPU factor (default 4).
+    pub fn parse(spec: &str, nodes: usize) -> Result<Self> {
+        let mut f = Self { slow_factor: 4, ..Self::default() };
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty() && *p != "none") {
+            let (name, value) = part
+                .split_once('=')
+                .ok_or_else(|| Error::Faults(format!("`{part}`: expected name=value")))?;
+            let (amount, factor) = match value.split_once('x') {
+                Some((a, k)) if name == "slow" => (a, Some(k)),
+                _ => (value, None),
+            };
+            let count = count_of(amount, nodes)
+                .ok_or_else(|| Error::Faults(format!("`{part}`: not a count or fraction")))?;
+            match name {
+                "crash" => f.crash = count,
+                "withhold" => f.withhold = count,
+                "garbage" => f.garbage = count,
+                "slow" => {
+                    f.slow = count;
+                    if let Some(k) = factor {
+                        f.slow_factor = k.parse().ok().filter(|k| *k >= 1).ok_or_else(|| {
+                            Error::Faults(format!("`{part}`: the factor must be an integer >= 1"))
+                        })?;
+                    }
+                }
+                other => {
+                    return Err(Error::Faults(format!(
+                        "unknown fault `{other}` (crash, withhold, garbage, slow)"
+                    )))
+                }
+            }
+        }
+        if f.crash + f.withhold + f.garbage + f.slow > nodes {
+            return Err(Error::Faults(format!("more faulty members than the {nodes} nodes")));
+        }
+        Ok(f)
+    }
+
+    /// Members that are neither crashed, withholding nor sending garbage.
+    pub fn honest(&self, nodes: usize) -> usize {
+        nodes.saturating_sub(self.crash + self.withhold + self.garbage)
+    }
+}
+
+fn count_of(amount: &str, nodes: usize) -> Option<usize> {
+    if let Some((a, b)) = amount.split_once('/') {
+        let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+        return (b > 0 && a <= b).then(|| nodes * a / b);
+    }
+    if amount.contains('.') {
+        let x: f64 = amount.parse().ok()?;
+        return (0.0..=1.0).contains(&x).then(|| (x * nodes as f64).floor() as usize);
+    }
+    amount.parse().ok()
+}
+
+impl fmt::Display for Faults {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        for (name, n) in
+            [("crash", self.crash), ("withhold", self.withhold), ("garbage", self.garbage)]
+        {
+            if n > 0 {
+                parts.push(format!("{name}={n}"));
+            }
+        }
+        if self.slow > 0 {
+            parts.push(format!("slow={}x{}", self.slow, self.slow_factor));
+        }
+        if parts.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&parts.join(","))
+        }
+    }
+}
+
+/// One-way link latency.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Latency {
+    /// Uniform in `mean ± spread`, drawn once per link.
+    Uniform {
+        /// Mean.
+        mean: Duration,
+        /// Half-width.
+        spread: Duration,
+    },
+    /// Members spread round-robin over [`crate::net::REGIONS`] (in seed
+    /// order); a link's latency is its regions' one-way figure ± 10 %.
+    Geo,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Self::Uniform { mean: Duration::from_millis(50), spread: Duration::from_millis(10) }
+    }
+}
+
+impl FromStr for Latency {
+    type Err = Error;
+
+    /// `50:10` (ms, mean and spread), `50` (no spread) or `geo`.
+    fn from_str(s: &str) -> Result<Self> {
+        if s == "geo" {
+            return Ok(Self::Geo);
+        }
+        let bad = || Error::Latency(format!("`{s}`: expected MEAN_MS[:SPREAD_MS] or geo"));
+        let (mean, spread) = s.split_once(':').unwrap_or((s, "0"));
+        let (mean, spread): (u64, u64) =
+            (mean.parse().map_err(|_| bad())?, spread.parse().map_err(|_| bad())?);
+        if spread > mean {
+            return Err(bad());
+        }
+        Ok(Self::Uniform {
+            mean: Duration::from_millis(mean),
+            spread: Duration::from_millis(spread),
+        })
+    }
+}
+
+impl fmt::Display for Latency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Uniform { mean, spread } => {
+                write!(f, "{} ± {} ms", mean.as_millis(), spread.as_millis())
+            }
+            Self::Geo => f.write_str("geo"),
+        }
+    }
+}
+
+/// To whom a node sends the messages it publishes itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PublishTo {
+    /// Its mesh peers.
+    Mesh,
+    /// Every live member (gossipsub's `flood_publish` when every member is
+    /// connected to every other, as in `make bench-scale`).
+    All,
+}
+
+impl FromStr for PublishTo {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "mesh" => Ok(Self::Mesh),
+            "all" => Ok(Self::All),
+            _ => Err(Error::Latency(format!("`{s}`: publish to `mesh` or `all`"))),
+        }
+    }
+}
+
+/// The network model.
+#[derive(Clone, Debug)]
+pub struct NetConfig {
+    /// One-way latency of each link.
+    pub latency: Latency,
+    /// Probability that a packet is lost (each loss costs a TCP
+    /// retransmission timeout; nothing is dropped for good).
+    pub loss: f64,
+    /// Each node's upload bandwidth, bits per second.
+    pub uplink_bps: u64,
+    /// Bytes added to every message's wire encoding (framing and headers:
+    /// [`MESSAGE_OVERHEAD`]).
+    pub overhead: usize,
+    /// Gossip mesh degree D.
+    pub mesh: usize,
+    /// Where own messages go.
+    pub publish: PublishTo,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        Self {
+            latency: Latency::default(),
+            loss: 0.01,
+            uplink_bps: 100_000_000,
+            overhead: MESSAGE_OVERHEAD,
+            mesh: 8,
+            publish: PublishTo::Mesh,
+        }
+    }
+}
+
+/// Bytes each gossip message costs beyond its protobuf encoding: the
+/// gossipsub RPC framing with the topic name (about 30: the longest topic is
+/// 23 bytes, plus tags and lengths), a yamux frame header (12), the noise
+/// frame's length and tag (18) and TCP/IPv4 headers with timestamps (52),
+/// rounded to 110. Gossipsub runs unsigned with content ids, so no author,
+/// sequence number or signature is sent.
+pub const MESSAGE_OVERHEAD: usize = 110;
+
+/// The chain as the nodes see it.
+#[derive(Clone, Debug)]
+pub struct ChainConfig {
+    /// Block time.
+    pub block: Duration,
+    /// Blocks a log waits before a node acts on it.
+    pub confirmations: u32,
+    /// Each node's log polling interval: a node's watcher sees a confirmed
+    /// log after a uniform draw in [0, poll).
+    pub poll: Duration,
+    /// Round trip of one call to the node's RPC endpoint.
+    pub rpc: Duration,
+}
+
+impl Default for ChainConfig {
+    fn default() -> Self {
+        Self {
+            block: Duration::from_secs(1),
+            confirmations: 1,
+            poll: Duration::from_secs(1),
+            rpc: Duration::from_millis(20),
+        }
+    }
+}
+
+/// Modelled CPU time of each piece of work a node does (see the crate's
+/// README for where each figure comes from).
+#[derive(Clone, Debug, Serialize)]
+pub struct Costs {
+    /// One replay (criterion `replay: ERC-20 transfer, full`).
+    pub replay: Duration,
+    /// One BLS signature (criterion `BLS sign`).
+    pub sign: Duration,
+    /// One signature decompression and subgroup check (criterion).
+    pub decode: Duration,
+    /// One pairing check (criterion `BLS verify`).
+    pub pairing: Duration,
+    /// A same-digest batch: fixed part (fit of the `same_digest_batch` series).
+    pub batch_base: Duration,
+    /// A same-digest batch: per partial (same fit).
+    pub batch_per_partial: Duration,
+    /// One sub-batch check of a bisection (criterion `one_invalid_of_64`:
+    /// 14 ms more than the valid batch for 12 more checks).
+    pub bisect_check: Duration,
+    /// Per signer, aggregating signatures and keys into a certificate and
+    /// its check (the rest of criterion `certificate builder, 64 wire
+    /// partials` once decoding, the batch and one pairing are taken out).
+    pub aggregate_per_signer: Duration,
+    /// Handling one first-seen gossip message: decoding, hashing the
+    /// EIP-712 digest, the engine's bookkeeping (an estimate; no criterion
+    /// figure).
+    pub receive: Duration,
+    /// A duplicate copy dropped by the seen cache (estimate).
+    pub duplicate: Duration,
+    /// Encrypting and queuing one copy of a message to one peer (estimate).
+    pub send: Duration,
+}
+
+impl Default for Costs {
+    fn default() -> Self {
+        Self {
+            replay: Duration::from_nanos(44_800),
+            sign: Duration::from_nanos(411_400),
+            decode: Duration::from_nanos(92_600),
+            pairing: Duration::from_nanos(1_000_000),
+            batch_base: Duration::from_nanos(1_060_000),
+            batch_per_partial: Duration::from_nanos(2_200),
+            bisect_check: Duration::from_nanos(1_170_000),
+            aggregate_per_signer: Duration::from_nanos(9_100),
+            receive: Duration::from_micros(10),
+            duplicate: Duration::from_micros(2),
+            send: Duration::from_micros(2),
+        }
+    }
+}
+
+impl Costs {
+    /// Verifying `n` partials of one digest, `invalid` of them bad.
+    pub fn batch(&self, n: usize, invalid: usize) -> Duration {
+        if n == 0 {
+            return Duration::ZERO;
+        }
+        if n == 1 {
+            return self.pairing;
+        }
+        let mut t = self.batch_base + self.batch_per_partial * n as u32;
+        if invalid > 0 {
+            // Bisection: each bad partial costs two checks per level down
+            // to it, at most one check per node of the bisection tree.
+            let levels = usize::BITS - (n - 1).leading_zeros();
+            let checks = (2 * invalid * levels as usize).min(2 * n - 2);
+            t += self.bisect_check * checks as u32;
+        }
+        t
+    }
+
+    /// Aggregating `signers` partials into a certificate and checking it.
+    pub fn build_certificate(&self, signers: usize) -> Duration {
+        self.pairing + self.aggregate_per_signer * signers as u32
+    }
+
+    /// Checking a certificate of `signers` received from a peer.
+    pub fn check_certificate(&self, signers: usize) -> Duration {
+        self.decode + self.pairing + self.aggregate_per_signer * signers as u32
+    }
+
+    /// The floor of one node's dispute: its own replay, its own signature
+    /// and one certificate check.
+    pub fn floor(&self, signers: usize) -> Duration {
+        self.replay + self.sign + self.check_certificate(signers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_parse_counts_fractions_and_factors() {
+        let f = Faults::parse("crash=2,withhold=1/3,garbage=0.1,slow=3x8", 64).unwrap();
+        assert_eq!((f.crash, f.withhold, f.garbage, f.slow, f.slow_factor), (2, 21, 6, 3, 8));
+        assert_eq!(f.to_string(), "crash=2,withhold=21,garbage=6,slow=3x8");
+        assert_eq!(Faults::parse("none", 4).unwrap().to_string(), "none");
+        assert!(Faults::parse("crash=5", 4).is_err());
+        assert!(Faults::parse("nap=1", 4).is_err());
+        assert_eq!("geo".parse::<Latency>().unwrap(), Latency::Geo);
+        assert!("10:20".parse::<Latency>().is_err());
+    }
+
+    #[test]
+    fn batch_costs_follow_the_criterion_figures() {
+        let c = Costs::default();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        assert!((ms(c.batch(64, 0)) - 1.15).abs() < 0.15);
+        assert!((ms(c.batch(256, 0)) - 1.62).abs() < 0.15);
+        assert!((ms(c.batch(64, 1)) - 15.17).abs() < 1.0);
+    }
+}

@@ -1,0 +1,113 @@
+//! `resolvd-sim`: one simulated run (JSON and a table row), or the
+//! benchmark matrix as a Markdown table (`resolvd-sim bench`).
+
+#![allow(clippy::disallowed_macros)] // the CLI's own output
+
+use clap::{Parser, Subcommand};
+use resolvd_sim::{Config, Faults, Latency, PublishTo, Report};
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug)]
+#[command(name = "resolvd-sim", about = "Deterministic simulation of N real resolvd engines")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Runs every N of `--sizes` honest, with 1/3 withholding and with 1/3
+    /// sending garbage; prints a Markdown table (with the wall time of each run).
+    Bench {
+        /// Committee sizes.
+        #[arg(long, value_delimiter = ',', default_value = "16,32,64,256,1024")]
+        sizes: Vec<usize>,
+        /// Fault mixes (each as `--faults`), `;`-separated.
+        #[arg(long, value_delimiter = ';', default_value = "none;withhold=1/3;garbage=1/3")]
+        mixes: Vec<String>,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Committee members.
+    #[arg(long, default_value_t = 64)]
+    nodes: usize,
+    /// Seed of every random draw.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Faulty members: crash=, withhold=, garbage=, slow=[xK], each a count
+    /// or a fraction (0.33 or 1/3), comma-separated.
+    #[arg(long, default_value = "none")]
+    faults: String,
+    /// One-way link latency: MEAN_MS:SPREAD_MS (uniform) or geo.
+    #[arg(long, default_value = "50:10")]
+    latency: String,
+    /// Packet loss probability.
+    #[arg(long, default_value_t = 0.01)]
+    loss: f64,
+    /// Upload bandwidth per node, Mbit/s.
+    #[arg(long, default_value_t = 100)]
+    uplink_mbit: u64,
+    /// Gossip mesh degree D.
+    #[arg(long, default_value_t = 8)]
+    mesh: usize,
+    /// Own messages go to the mesh peers (`mesh`) or every member (`all`).
+    #[arg(long, default_value = "mesh")]
+    publish: String,
+    /// Stop after this much virtual time, seconds.
+    #[arg(long, default_value_t = 40)]
+    max_secs: u64,
+    /// Output: json, row or both.
+    #[arg(long, default_value = "both")]
+    format: String,
+}
+
+impl RunArgs {
+    fn config(&self, nodes: usize, faults: &str) -> eyre::Result<Config> {
+        let mut cfg = Config::new(nodes, self.seed);
+        cfg.faults = Faults::parse(faults, nodes)?;
+        cfg.net.latency = self.latency.parse::<Latency>()?;
+        cfg.net.loss = self.loss;
+        cfg.net.uplink_bps = self.uplink_mbit * 1_000_000;
+        cfg.net.mesh = self.mesh;
+        cfg.net.publish = self.publish.parse::<PublishTo>()?;
+        cfg.max_time = Duration::from_secs(self.max_secs);
+        Ok(cfg)
+    }
+}
+
+fn main() -> eyre::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        None => {
+            let cfg = cli.run.config(cli.run.nodes, &cli.run.faults)?;
+            let started = Instant::now();
+            let report = resolvd_sim::run(cfg)?;
+            if cli.run.format != "row" {
+                println!("{}", report.to_json());
+            }
+            if cli.run.format != "json" {
+                println!("{}", report.table_row());
+            }
+            eprintln!("simulated in {:.1} s", started.elapsed().as_secs_f64());
+        }
+        Some(Command::Bench { sizes, mixes, run }) => {
+            println!("{}", Report::TABLE_HEADER.replace(" |\n", " | simulated in |\n") + " --- |");
+            for n in sizes {
+                for f in &mixes {
+                    let cfg = run.config(n, f)?;
+                    let started = Instant::now();
+                    let report = resolvd_sim::run(cfg)?;
+                    let wall = started.elapsed().as_secs_f64();
+                    println!("{} {wall:.1} s |", report.table_row());
+                }
+            }
+        }
+    }
+    Ok(())
+}

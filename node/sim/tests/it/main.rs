@@ -1,0 +1,162 @@
+//! The simulator's properties: determinism, certification with and without
+//! faults, and the byte accounting. No wall-clock limits: the runs are
+//! judged on what they simulated, never on how long they took.
+
+use resolvd_engine::Gossip;
+use resolvd_sim::{run, Config, Faults, Role, Simulation};
+use std::time::Duration;
+
+fn config(nodes: usize, seed: u64, faults: &str) -> Config {
+    let mut cfg = Config::new(nodes, seed);
+    cfg.faults = Faults::parse(faults, nodes).unwrap();
+    cfg
+}
+
+#[test]
+fn same_seed_same_report_byte_for_byte_and_another_seed_other_latencies() {
+    let a = run(config(16, 7, "garbage=2,slow=2x4")).unwrap().to_json();
+    let b = run(config(16, 7, "garbage=2,slow=2x4")).unwrap().to_json();
+    assert_eq!(a, b);
+    let c = run(config(16, 8, "garbage=2,slow=2x4")).unwrap();
+    let a = run(config(16, 7, "garbage=2,slow=2x4")).unwrap();
+    assert_ne!(a.seen_to_certificate_ms, c.seen_to_certificate_ms);
+    assert_ne!(a.to_json(), c.to_json());
+}
+
+#[test]
+fn honest_committee_of_16_every_node_certifies_and_settles() {
+    let r = run(config(16, 1, "none")).unwrap();
+    assert_eq!((r.live, r.honest), (16, 16));
+    assert!(r.all_honest_certified, "{}", r.to_json());
+    assert!(r.settled);
+    // 2/3 of 16 equal stakes: 11 signers at least.
+    assert!(r.certificate_signers.unwrap() >= 11);
+    assert!(r.first_certificate_signers_min.unwrap() >= 11);
+    assert!(r.seen_to_settled_ms.is_some());
+    assert_eq!(r.evidence, 0, "no honest node signs twice");
+    let verdicts = &r.validations["verdicts"];
+    assert_eq!(verdicts.reject, 0);
+    // Each honest node accepts the 15 partials of the others.
+    assert_eq!(verdicts.accept, 16 * 15);
+    assert!(r.cpu_over_floor >= 1.0);
+}
+
+#[test]
+fn a_third_crashed_still_certifies() {
+    let r = run(config(16, 2, "crash=5")).unwrap();
+    assert_eq!((r.live, r.honest), (11, 11));
+    assert!(r.all_honest_certified, "{}", r.to_json());
+    assert_eq!(r.certificate_signers, Some(11));
+    assert!(r.settled);
+}
+
+#[test]
+fn more_than_a_third_crashed_never_certifies() {
+    let mut cfg = config(16, 3, "crash=6");
+    cfg.max_time = Duration::from_secs(20);
+    let r = run(cfg).unwrap();
+    assert_eq!(r.live, 10);
+    assert_eq!(r.honest_certified, 0);
+    assert!(!r.settled);
+    assert!(r.seen_to_certificate_ms.is_none());
+    assert_eq!(r.virtual_ms, 20_000.0);
+}
+
+#[test]
+fn withholding_a_third_leaves_exactly_the_threshold() {
+    let r = run(config(16, 4, "withhold=5")).unwrap();
+    assert_eq!(r.honest, 11);
+    assert!(r.all_honest_certified, "{}", r.to_json());
+    assert_eq!(r.certificate_signers, Some(11));
+}
+
+#[test]
+fn garbage_partials_are_rejected_and_do_not_stop_certification() {
+    let mut sim = Simulation::new(config(16, 5, "garbage=5")).unwrap();
+    let r = sim.run();
+    assert!(r.all_honest_certified, "{}", r.to_json());
+    // The garbage senders' own (valid) partials never left them.
+    assert_eq!(r.certificate_signers, Some(11));
+    // Every honest node that got a garbage partial first-hand rejected it
+    // after its batch; rejected messages are not forwarded.
+    let rejected = r.validations["verdicts"].reject;
+    assert!(rejected > 0, "{}", r.to_json());
+    let garbage_peers: u64 = sim
+        .node_stats()
+        .filter(|s| s.role == Role::Honest)
+        .map(|s| s.validations["verdicts"][2])
+        .sum();
+    assert_eq!(garbage_peers, rejected);
+}
+
+#[test]
+fn bytes_sent_are_the_encoded_sizes_plus_overhead() {
+    for loss in [0.0, 0.05] {
+        let mut cfg = config(16, 6, "garbage=2");
+        cfg.trace = true;
+        cfg.net.loss = loss;
+        let overhead = cfg.net.overhead as u64;
+        let mut sim = Simulation::new(cfg).unwrap();
+        let r = sim.run();
+        assert!(r.all_honest_certified);
+        let mut total = 0;
+        for s in sim.sends() {
+            let m = sim.message(s.msg);
+            // The real encoding: decoded and encoded again by the proto crate.
+            let (topic, bytes) = Gossip::decode(m.topic, &m.data).unwrap().encode();
+            assert_eq!(topic, m.topic);
+            let copy = bytes.len() as u64 + overhead;
+            assert_eq!(sim.copy_bytes(s.msg), copy);
+            if s.retransmits == 0 {
+                assert_eq!(s.bytes, copy);
+            } else {
+                assert!(s.bytes > copy);
+            }
+            total += s.bytes;
+        }
+        let counted: u64 = sim.node_stats().map(|s| s.bytes_sent).sum();
+        assert_eq!(total, counted);
+        let copies: u64 = sim.node_stats().map(|s| s.messages_sent).sum();
+        assert_eq!(copies, sim.sends().len() as u64);
+        assert_eq!(loss == 0.0, sim.sends().iter().all(|s| s.retransmits == 0));
+    }
+}
+
+#[test]
+fn slow_nodes_spend_more_modelled_cpu() {
+    let mut sim = Simulation::new(config(16, 9, "slow=4x8")).unwrap();
+    let r = sim.run();
+    assert!(r.all_honest_certified);
+    let (mut slow, mut fast) = (Vec::new(), Vec::new());
+    for s in sim.node_stats() {
+        if s.slow > 1 {
+            slow.push(s.cpu_ns)
+        } else {
+            fast.push(s.cpu_ns)
+        }
+    }
+    assert_eq!(slow.len(), 4);
+    assert!(slow.iter().min() > fast.iter().max(), "{slow:?} {fast:?}");
+}
+
+#[test]
+fn geo_latencies_and_publishing_to_everyone_run() {
+    let mut cfg = config(24, 10, "none");
+    cfg.net.latency = "geo".parse().unwrap();
+    cfg.net.publish = resolvd_sim::PublishTo::All;
+    cfg.net.mesh = 4;
+    let r = run(cfg).unwrap();
+    assert!(r.all_honest_certified, "{}", r.to_json());
+    assert_eq!(r.latency, "geo");
+}
+
+#[test]
+fn committee_of_64_certifies_and_settles_without_evidence() {
+    for faults in ["none", "garbage=1/3"] {
+        let r = run(config(64, 11, faults)).unwrap();
+        assert!(r.all_honest_certified, "{}", r.to_json());
+        assert!(r.settled);
+        assert!(r.certificate_signers.unwrap() >= 43);
+        assert_eq!(r.evidence, 0, "no honest node signs twice");
+    }
+}
