@@ -211,12 +211,13 @@ if os.path.exists(cr):
         cell = lambda m: f"{r[m]['p50']:.0f} / {r[m]['p99']:.0f} ms" if r[m] else "n/a"
         L.append(f"| commit-reveal {k} | {cell('nodeSeenToCertificateMs')} | {cell('challengeToCertificateMs')} | {cell('challengeToSettlementMs')} |")
     L.append("")
-# The scale section (deploy/scale-report.py) is kept as it was.
+# The scale section (deploy/scale-report.py) and the simulator's section
+# (make bench-sim) are kept as they were.
 try:
     old = open("BENCHMARKS.md").read()
-    begin, end = "<!-- scale:begin", "<!-- scale:end -->"
-    if begin in old and end in old:
-        L.append(old[old.index(begin):old.index(end) + len(end)])
+    for begin, end in (("<!-- scale:begin", "<!-- scale:end -->"), ("<!-- sim:begin", "<!-- sim:end -->")):
+        if begin in old and end in old:
+            L.append(old[old.index(begin):old.index(end) + len(end)] + "\n")
 except FileNotFoundError:
     pass
 open("BENCHMARKS.md", "w").write("\n".join(L) + "\n")
