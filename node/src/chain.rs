@@ -1089,14 +1089,15 @@ impl Chain {
     /// Sends `slashEquivocationUpTo(domainSeparator, a, b, SLASH_CHUNK)`:
     /// at most [`SLASH_CHUNK`] resolvers per transaction, so that slashing
     /// the largest coalition is several transactions each under EIP-7825's
-    /// per-transaction gas cap. `round` is the number of chunks already
-    /// sent for this evidence (each round is its own keyed transaction, so
-    /// a restart resumes the one in flight).
+    /// per-transaction gas cap. `done` is how many of the evidence's
+    /// equivocators the chain shows slashed: each chunk is keyed by it, so
+    /// after a restart or a retry the transaction in flight for that state
+    /// is resumed, not sent again beside a new one.
     pub async fn slash(
         &self,
         a: Evidence,
         b: Evidence,
-        round: usize,
+        done: usize,
     ) -> Result<TxOutcome, ChainError> {
         let separator = self.domain().eip712().separator();
         let call = IRegistry::slashEquivocationUpToCall {
@@ -1105,7 +1106,7 @@ impl Chain {
             b,
             maxSlashed: U256::from(SLASH_CHUNK),
         };
-        let key = format!("slash/{}/{round}", alloy_primitives::keccak256(call.abi_encode()));
+        let key = format!("slash/{}/{done}", alloy_primitives::keccak256(call.abi_encode()));
         self.send_keyed(&key, self.registry, call).await
     }
 
@@ -1121,15 +1122,15 @@ impl Chain {
     ) -> Result<Vec<TxOutcome>, ChainError> {
         let mut sent = Vec::new();
         // Each round slashes at least one of `resolvers` or ends the loop.
-        for round in 0..=resolvers.len() {
-            let mut all = true;
+        for _ in 0..=resolvers.len() {
+            let mut done = 0;
             for r in resolvers {
-                all &= self.is_slashed(*r).await?;
+                done += usize::from(self.is_slashed(*r).await?);
             }
-            if all {
+            if done == resolvers.len() {
                 break;
             }
-            match self.slash(a.clone(), b.clone(), round).await {
+            match self.slash(a.clone(), b.clone(), done).await {
                 Ok(o) => sent.push(o),
                 Err(ChainError::Reverted { data, .. }) if is_already_slashed(&data) => break,
                 Err(e) => return Err(e),
@@ -1243,6 +1244,14 @@ async fn succeeded(
         ),
         data,
     })
+}
+
+/// Whether position `position` is set in `word`, the word `position >> 8` of
+/// a position bitmap as the escrow stores it (`nonSignerBits`,
+/// `missedBits`): bit `p & 7` of byte `p >> 3`, a word being 32 bytes
+/// read big-endian.
+pub fn position_bit(word: U256, position: usize) -> bool {
+    word.bit(8 * (31 - ((position & 255) >> 3)) + (position & 7))
 }
 
 /// EIP-7825's cap on one transaction's gas limit (2^24): a limit above it

@@ -680,13 +680,34 @@ async fn settle_exclusions(
             chain.view(chain.escrow, IEscrow::exclusionCountCall { token, epoch }, None).await?;
         let cursor = IEscrow::exclusionCursorCall { token, epoch, resolver };
         let mut done: U256 = chain.view(chain.escrow, cursor.clone(), None).await?;
+        if count.saturating_sub(done) <= U256::from(above) {
+            continue;
+        }
+        // A resolver no split left out in this epoch is not scanned when it
+        // claims (its `missedBits` bit is clear): nothing to settle.
+        let at = IRegistry::positionOfCall { epoch, index: resolver };
+        let position: usize = chain.view(chain.registry, at, None).await?.saturating_to();
+        let word = IEscrow::missedBitsCall { token, epoch, word: U256::from(position >> 8) };
+        if !resolvd_node::chain::position_bit(chain.view(chain.escrow, word, None).await?, position)
+        {
+            continue;
+        }
         while count.saturating_sub(done) > U256::from(above) {
             let max_entries = U256::from(SETTLE_ENTRIES_PER_TX);
             let call =
                 IEscrow::settleExclusionsCall { token, resolver, epoch, maxEntries: max_entries };
             let tx = chain.send(chain.escrow, call).await?;
             txs.push(serde_json::json!({"call": "settleExclusions", "epoch": e, "tx": tx.tx_hash, "gas": tx.gas_used}));
-            let now: U256 = chain.view(chain.escrow, cursor.clone(), None).await?;
+            // The mined transaction moved the cursor; an endpoint that lags
+            // behind it is asked again.
+            let mut now: U256 = chain.view(chain.escrow, cursor.clone(), None).await?;
+            for _ in 0..10 {
+                if now > done {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                now = chain.view(chain.escrow, cursor.clone(), None).await?;
+            }
             ensure!(now > done, "settleExclusions made no progress in epoch {e}");
             done = now;
         }

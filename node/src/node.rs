@@ -144,6 +144,11 @@ const DISTRIBUTE_POLL_SECS: u64 = 5;
 /// gone, or may never split it): the submitter goes first, so the others
 /// rarely spend gas on a race.
 pub const DISTRIBUTE_GRACE_SECS: u64 = 120;
+/// Chain seconds between the signers that split a held fee after the grace,
+/// in the submission order (`submit_rank` among the certificate's signers):
+/// one at a time, each only if the fee is still held, so they do not all
+/// send in one block and pay for reverts.
+pub const DISTRIBUTE_SLOT_SECS: u64 = 12;
 
 /// State shared with the HTTP API.
 #[derive(Debug)]
@@ -526,13 +531,23 @@ impl Node {
     /// inclusion window, send `distributeFee` once the chain's time is past
     /// the window: at once if this node's account submitted the certificate
     /// (the escrow's record, not the node's own view, which may not know its
-    /// transaction yet), [`DISTRIBUTE_GRACE_SECS`] later if the node signed
-    /// the certified digest, so that no submitter can leave the fee held.
+    /// transaction yet), [`DISTRIBUTE_GRACE_SECS`] plus its turn later if the
+    /// node signed the certified digest, so that no submitter can leave the
+    /// fee held.
     /// A restart forgets it; anyone may send it.
     fn distribute_when_closed(&mut self, deal_id: B256) {
         let Some(account) = self.chain.account else { return };
         let Some(view) = self.engine.view(&deal_id) else { return };
         let signed = view.own_signature.is_some().then_some(view.digest).flatten();
+        // This node's turn among the certificate's signers.
+        let rank = (|| {
+            let committee = self.engine.committee(view.epoch)?;
+            let me = self.engine.my_index(view.epoch)?;
+            let signers = committee.complement(view.certificate_non_signers.as_ref()?).ok()?;
+            Some(resolvd_engine::submit_rank(&deal_id, &signers, me) as u64)
+        })()
+        .unwrap_or(0);
+        let turn = DISTRIBUTE_GRACE_SECS.saturating_add(rank.saturating_mul(DISTRIBUTE_SLOT_SECS));
         let chains: Vec<Chain> =
             self.chain.escrows.iter().map(|e| self.chain.for_escrow(*e)).collect();
         tokio::spawn(async move {
@@ -545,7 +560,7 @@ impl Node {
                 } else if h.submitter == account {
                     h.closesAt
                 } else if signed == Some(h.digest) {
-                    h.closesAt.saturating_add(DISTRIBUTE_GRACE_SECS)
+                    h.closesAt.saturating_add(turn)
                 } else {
                     continue;
                 };
@@ -1054,8 +1069,7 @@ async fn include_self(
     let position: usize = chain.view(chain.registry, at, None).await?.saturating_to();
     let word = IEscrow::nonSignerBitsCall { dealId: deal_id, word: U256::from(position >> 8) };
     let bits: U256 = chain.view(chain.escrow, word, None).await?;
-    // Bit `p & 7` of byte `p >> 3` of the bitmap; a word is 32 bytes, big-endian.
-    if !bits.bit(8 * (31 - ((position & 255) >> 3)) + (position & 7)) {
+    if !crate::chain::position_bit(bits, position) {
         return Ok(None);
     }
     let signature = resolvd_consensus::Signature::from_compressed(own)

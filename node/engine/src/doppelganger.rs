@@ -42,6 +42,16 @@ impl<O: MessageOrigin> Engine<O> {
         if self.doppelganger.hold_until.is_none_or(|t| now < t) {
             return;
         }
+        // A peer's partial under this node's key still waiting for its batch
+        // may be the other instance: decide after it is verified.
+        let unverified_own = self
+            .queue
+            .deferred
+            .values()
+            .any(|q| self.own_key(q.partial.epoch, q.partial.signer_index));
+        if unverified_own {
+            return;
+        }
         self.doppelganger.hold_until = None;
         let held = std::mem::take(&mut self.doppelganger.held);
         if self.doppelganger.seen.is_some() {

@@ -301,6 +301,11 @@ impl<O: MessageOrigin> Engine<O> {
         self.chain.committees.get(&epoch)?.index_of(self.identity.me.as_ref()?)
     }
 
+    /// The committee of `epoch`, if loaded.
+    pub fn committee(&self, epoch: u64) -> Option<&resolvd_consensus::Committee> {
+        self.chain.committees.get(&epoch)
+    }
+
     /// Epochs whose committee is loaded.
     pub fn loaded_epochs(&self) -> impl Iterator<Item = u64> + '_ {
         self.chain.committees.keys().copied()

@@ -1805,6 +1805,34 @@ fn signing_is_held_until_the_doppelganger_wait_is_over() {
     assert!(!rig.engine.signing_held());
 }
 
+/// A partial of this node's key that arrived just before the wait ends and
+/// is not verified yet keeps the signatures held: the tick at the end of the
+/// wait runs before the batch, which then finds the other instance.
+#[test]
+fn the_wait_does_not_end_while_a_partial_of_the_own_key_waits_for_its_batch() {
+    let cfg = EngineConfig { detect_doppelganger: true, ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    let wait = Duration::from_secs(10);
+    rig.engine.hold_signing_until(rig.now + wait);
+    let a = announcement(28);
+    rig.confirm(&a);
+    rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+    rig.drain();
+    rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Reproduced)), rig.now);
+    rig.drain();
+    rig.later(wait - Duration::from_millis(1));
+    rig.gossip_partial(partial(0, EPOCH, commitment(&a, ReexecVerdict::Failed)), origin(1));
+    rig.later(Duration::from_millis(1));
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().all(|x| !matches!(x, Action::Sign { .. })), "held until verified");
+    assert!(rig.engine.signing_held());
+    rig.batch();
+    assert!(rig.engine.doppelganger().is_some());
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().all(|x| !matches!(x, Action::Sign { .. })), "never signed");
+    assert!(!rig.engine.signing_held());
+}
+
 /// A partial of this node's key seen during the wait: the held signatures
 /// are never made.
 #[test]

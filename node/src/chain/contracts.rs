@@ -182,6 +182,7 @@ alloy_sol_types::sol! {
         error NotNonSigners(bytes32 dealId);
         function held(bytes32 dealId) external view returns (bytes32 digest, uint128 pool, uint128 signedStake, address submitter, uint64 closesAt, uint8 words);
         function nonSignerBits(bytes32 dealId, uint256 word) external view returns (uint256);
+        function missedBits(address token, uint256 epoch, uint256 word) external view returns (uint256);
         function includeSigners(bytes32 dealId, bytes calldata signers, bytes calldata signature) external;
         function distributeFee(bytes32 dealId) external;
         function INCLUSION_WINDOW() external view returns (uint256);
