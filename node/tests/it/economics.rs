@@ -375,6 +375,10 @@ async fn a_node_left_out_by_a_hostile_submitter_includes_itself_and_is_paid() {
 async fn a_fee_the_submitter_leaves_held_is_split_by_a_signer() {
     const SPLITTER: usize = 1;
     let mut net = launch(|o| o.with_accounts = Some(vec![SPLITTER, LEFT_OUT])).await;
+    // The later dispute's content, proven before any balance is set (anvil
+    // serves proofs that disagree with the state root of blocks mined after
+    // an `anvil_setBalance`).
+    let later = net.0.deal_content(DealKind::Honest).await.unwrap();
     set_balance(&net.0, SPLITTER, U256::ZERO).await;
     set_balance(&net.0, LEFT_OUT, U256::ZERO).await;
     let deal = certify_leaving_out_node_3(&mut net.0).await;
@@ -415,8 +419,7 @@ async fn a_fee_the_submitter_leaves_held_is_split_by_a_signer() {
     // Node 3 is paid for a later dispute of the same epoch; its claim first
     // settles the exclusion entry that names it (`--settle-above 0`).
     set_balance(&net.0, LEFT_OUT, U256::from(10u64).pow(U256::from(20u64))).await;
-    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
-    let open = net.0.open_dispute(&content, &[0, 1, 2, 3]).await.unwrap();
+    let open = net.0.open_dispute(&later, &[0, 1, 2, 3]).await.unwrap();
     net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
     let _ = net.0.distribute_held(open.deal_id, Duration::from_secs(30)).await.unwrap();
     let pending = net.0.fees_of(LEFT_OUT).await.unwrap().0;
