@@ -42,18 +42,23 @@ abstract contract EconomicsChecks is EscrowBase {
         handler = new EconomicsHandler(escrow, registry, token, ev);
     }
 
-    /// @notice Every party was credited exactly what the payout table gives it: buyer, seller,
-    ///         both submitters and the whistleblower (claimed + still claimable), and the sink
-    ///         (its shares of swept rewards plus flushed dust). The escrow holds what it owes.
-    function checkPartiesPaidPerTable() public view {
-        IERC20 t = IERC20(address(token));
-        address[5] memory parties = [
+    /// @dev The parties of the payout table, in a fixed order.
+    function _parties() internal view returns (address[5] memory) {
+        return [
             BUYER,
             handler.SELLER(),
             handler.SUBMITTER_A(),
             handler.SUBMITTER_B(),
             handler.WHISTLEBLOWER()
         ];
+    }
+
+    /// @notice Every party was credited exactly what the payout table gives it: buyer, seller,
+    ///         both submitters and the whistleblower (claimed + still claimable), and the sink
+    ///         (its shares of swept rewards plus flushed dust). The escrow holds what it owes.
+    function checkPartiesPaidPerTable() public view {
+        IERC20 t = IERC20(address(token));
+        address[5] memory parties = _parties();
         for (uint256 j; j < 5; ++j) {
             address p = parties[j];
             require(
@@ -118,13 +123,7 @@ abstract contract EconomicsChecks is EscrowBase {
     ///         recipient holds exactly the rewards sent to it. No forged inclusion proof was
     ///         accepted and settling exclusions never changed what a resolver is owed.
     function checkPartiesHoldWhatTheyWithdrew() public view {
-        address[5] memory parties = [
-            BUYER,
-            handler.SELLER(),
-            handler.SUBMITTER_A(),
-            handler.SUBMITTER_B(),
-            handler.WHISTLEBLOWER()
-        ];
+        address[5] memory parties = _parties();
         for (uint256 j; j < 5; ++j) {
             address p = parties[j];
             require(

@@ -302,16 +302,6 @@ impl Dispute {
         view
     }
 
-    /// Sets this dispute's commit-reveal window: the value its epoch pins,
-    /// `None` if commit-reveal is off (or, with `window` `None` as the
-    /// argument, not known yet).
-    pub(crate) fn with_reveal(mut self, window: Option<Option<Duration>>) -> Self {
-        if let Some(window) = window {
-            self.set_reveal(window);
-        }
-        self
-    }
-
     /// Pins the commit-reveal window of the dispute's epoch.
     pub(crate) fn set_reveal(&mut self, window: Option<Duration>) {
         self.reveal.known = true;

@@ -259,6 +259,16 @@ impl<O: MessageOrigin> Engine<O> {
         Validation::Reject
     }
 
+    /// A new dispute, with the commit-reveal window its epoch pins if that
+    /// is known (else it is set with the epoch's committee).
+    pub(crate) fn new_dispute(&self, info: DisputeAnnouncement, now: Instant) -> Dispute {
+        let mut d = Dispute::new(info, now);
+        if let Some(&window) = self.chain.commit_reveal.get(&d.info.epoch) {
+            d.set_reveal(window);
+        }
+        d
+    }
+
     pub(crate) fn start_dispute(&mut self, info: DisputeAnnouncement, now: Instant) {
         if self.disputes.contains_key(&info.deal_id) || self.finished.contains(&info.deal_id) {
             return;
@@ -272,8 +282,8 @@ impl<O: MessageOrigin> Engine<O> {
         }
         self.load_committee(info.epoch);
         self.push(Action::Publish(Gossip::Dispute(info.clone())));
-        let reveal = self.chain.commit_reveal.get(&info.epoch).copied();
-        self.disputes.insert(deal_id, Dispute::new(info, now).with_reveal(reveal));
+        let d = self.new_dispute(info, now);
+        self.disputes.insert(deal_id, d);
         self.release_early_commits(&deal_id, now);
         self.release_buffered(&deal_id, now);
         self.advance(deal_id, now);

@@ -38,8 +38,7 @@ impl<O: MessageOrigin> Engine<O> {
             warn!(target: "node", deal = %deal_id, escrow = %info.escrow, "stored dispute of an escrow this node no longer serves: not restored");
             return;
         };
-        let reveal = self.chain.commit_reveal.get(&info.epoch).copied();
-        let mut d = Dispute::new(info, now).with_reveal(reveal);
+        let mut d = self.new_dispute(info, now);
         let me = self.my_index(d.info.epoch);
         if let Some(own) =
             partials.iter().find(|p| Some(p.signer_index) == me && p.epoch == d.info.epoch)

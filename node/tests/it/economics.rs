@@ -165,7 +165,6 @@ async fn with_commit_reveal_a_lazy_copier_is_never_certified_and_fees_timeouts_a
 
     // The ledger: node 0's /status shows what it earned, and whoever sent
     // `resolve` shows the refund and the gas it paid.
-    let token = net.0.deployment.token.to_string();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let mut ok = true;
@@ -197,26 +196,11 @@ async fn with_commit_reveal_a_lazy_copier_is_never_certified_and_fees_timeouts_a
     let (operator, tok) = (net.0.nodes[0].operator, net.0.deployment.token);
     let held = IERC20::balanceOfCall { who: operator };
     let before = net.0.view(tok, held.clone()).await.unwrap();
-    let (rpc, escrow) = (net.0.rpc_url.clone(), net.0.deployment.escrow.to_string());
-    let keystore = dir.join("account.json");
-    let password = dir.join("password");
-    let base = [
-        "rewards",
-        "--rpc-url",
-        rpc.as_str(),
-        "--escrow",
-        escrow.as_str(),
-        "--token",
-        token.as_str(),
-    ];
-    let shown = resolvd(&[&base[..], &["--resolver", "0"]].concat());
+    let shown = rewards(&net.0, None, &["--resolver", "0"]);
     assert_eq!(shown["pendingTotal"], pending[0].to_string(), "{shown}");
-    let (keystore, password) = (keystore.to_str().unwrap(), password.to_str().unwrap());
-    let account = ["--account-keystore", keystore, "--account-password-file", password];
     // The lazy node's exclusion is an entry of the epoch, but it does not
     // name node 0: even with --settle-above 0 nothing is settled for it.
-    let claim = ["--claim", "--settle-above", "0"];
-    let claimed = resolvd(&[&base[..], &claim[..], &account[..]].concat());
+    let claimed = rewards(&net.0, Some(&dir), &["--claim", "--settle-above", "0"]);
     let credits: U256 = claimed["claimed"]["credits"].as_str().unwrap().parse().unwrap();
     let after = net.0.view(tok, held).await.unwrap();
     assert_eq!(after, before + pending[0] + credits, "{claimed}");
@@ -257,6 +241,23 @@ async fn with_commit_reveal_a_lazy_copier_is_never_certified_and_fees_timeouts_a
     .unwrap();
     assert_eq!(net.0.balance(buyer).await.unwrap(), buyer0 + U256::from(SELLER_BOND));
     assert_eq!(net.0.balance(seller).await.unwrap(), seller0 - U256::from(SELLER_BOND));
+}
+
+/// `resolvd rewards` in the devnet's token, with `args`; as the operator
+/// whose account keystore and password are in `node_dir` if given.
+fn rewards(net: &Devnet, node_dir: Option<&std::path::Path>, args: &[&str]) -> serde_json::Value {
+    let (rpc, escrow) = (net.rpc_url.clone(), net.deployment.escrow.to_string());
+    let token = net.deployment.token.to_string();
+    let base = ["rewards", "--rpc-url", &rpc, "--escrow", &escrow, "--token", &token];
+    let mut all: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+    if let Some(dir) = node_dir {
+        all.push("--account-keystore".into());
+        all.push(dir.join("account.json").display().to_string());
+        all.push("--account-password-file".into());
+        all.push(dir.join("password").display().to_string());
+    }
+    all.extend(args.iter().map(|s| s.to_string()));
+    resolvd(&all.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// Sets the balance of the account of node `i` (anvil).
@@ -425,25 +426,7 @@ async fn a_fee_the_submitter_leaves_held_is_split_by_a_signer() {
     let pending = net.0.fees_of(LEFT_OUT).await.unwrap().0;
     assert!(pending > U256::ZERO, "node 3 signed the second dispute");
     let dir = net.0.nodes[LEFT_OUT].dir.clone();
-    let (rpc, escrow) = (net.0.rpc_url.clone(), net.0.deployment.escrow.to_string());
-    let token = net.0.deployment.token.to_string();
-    let (keystore, password) = (dir.join("account.json"), dir.join("password"));
-    let claimed = resolvd(&[
-        "rewards",
-        "--rpc-url",
-        rpc.as_str(),
-        "--escrow",
-        escrow.as_str(),
-        "--token",
-        token.as_str(),
-        "--account-keystore",
-        keystore.to_str().unwrap(),
-        "--account-password-file",
-        password.to_str().unwrap(),
-        "--claim",
-        "--settle-above",
-        "0",
-    ]);
+    let claimed = rewards(&net.0, Some(&dir), &["--claim", "--settle-above", "0"]);
     let calls = claimed["claimed"]["transactions"].as_array().unwrap();
     assert_eq!(calls[0]["call"], "settleExclusions", "settled before the claim: {claimed}");
     assert!(calls.iter().any(|t| t["call"] == "claimRewards"), "{claimed}");
