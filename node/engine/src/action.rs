@@ -221,6 +221,16 @@ pub enum Action<O> {
     },
     /// Gossip.
     Publish(Gossip),
+    /// Send an own message straight to these committee members (registry
+    /// indices): a dispute's aggregators ([`crate::Dissemination`]). It is not
+    /// forwarded; the members verify it as a gossiped one (its origin's
+    /// verdict comes back in [`Action::Report`]).
+    Send {
+        /// The members.
+        to: Vec<u32>,
+        /// The message.
+        gossip: Gossip,
+    },
     /// Report a gossiped message's validation result.
     Report {
         /// Where it came from.

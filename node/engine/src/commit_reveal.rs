@@ -42,10 +42,10 @@ impl<O: MessageOrigin> Engine<O> {
             d.last_publish = now;
         }
         info!(target: "pipeline", deal = %deal_id, why, "revealing the partial");
-        self.push(Action::Publish(Gossip::Verdict(own.clone())));
+        self.send_own(&deal_id, Gossip::Verdict(own.clone()), now);
         self.queue_partial(own, None, now, now);
         for p in extra {
-            self.push(Action::Publish(Gossip::Verdict(p.clone())));
+            self.send_own(&deal_id, Gossip::Verdict(p.clone()), now);
             self.queue_partial(p, None, now, now);
         }
     }

@@ -183,6 +183,8 @@ pub(crate) struct Dispute {
     pub(crate) submission: Submission,
     /// Commit-reveal (off unless `reveal.reveal_window` is set).
     pub(crate) reveal: Reveal,
+    /// Which aggregators the own partial went to ([`Dissemination::Aggregators`]).
+    pub(crate) aggregators: aggregators::Escalation,
 }
 
 /// A dispute's certificate and its submission.
@@ -285,6 +287,7 @@ impl Dispute {
             finished_at: None,
             submission: Submission::default(),
             reveal: Reveal::default(),
+            aggregators: Default::default(),
         }
     }
 

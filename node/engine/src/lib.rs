@@ -30,6 +30,7 @@
 pub mod metrics;
 
 mod action;
+mod aggregators;
 mod bounded;
 mod commit_reveal;
 mod committees;
@@ -47,11 +48,12 @@ pub use action::{
     Action, AnchorRef, AnchorStatus, ConfirmSource, Confirmation, Gathered, MessageOrigin,
     SlashRequest, SlashResult, SubmitResult, Validation,
 };
+pub use aggregators::{aggregator_group, Dissemination};
 pub use dispute::{matches_deal, CommitReveal, DisputeStatus, DisputeView, Phase};
 pub use metrics::EngineMetrics;
 pub use replay::gather;
 pub use resolvd_proto::wire::{Gossip, Topic};
-pub use submit::{submit_rank, CERTIFICATE_GOSSIPERS};
+pub use submit::{submit_order, submit_rank, CERTIFICATE_GOSSIPERS};
 
 use bounded::{BoundedBuffer, Quota, Recent};
 use committees::ChainView;
@@ -155,6 +157,8 @@ pub struct EngineConfig {
     /// Doppelgänger detection: a gossiped partial of this node's own key
     /// that it did not make stops all signing ([`Engine::doppelganger`]).
     pub detect_doppelganger: bool,
+    /// How own partials and commitments reach the committee.
+    pub dissemination: Dissemination,
 }
 
 impl Default for EngineConfig {
@@ -171,6 +175,7 @@ impl Default for EngineConfig {
             detect_doppelganger: false,
             evidence_epochs: 1_024,
             submits: true,
+            dissemination: Dissemination::Flood,
         }
     }
 }
@@ -386,7 +391,8 @@ impl<O: MessageOrigin> Engine<O> {
     ///    certificate is never sent) and before eviction;
     /// 3. commit-reveal timers (the reveal, the fallbacks), before submission
     ///    (a certificate a fallback completes is sent in the same tick) and
-    ///    before republishing (the partial goes out, not the commitment again);
+    ///    before republishing (the partial goes out, not the commitment again),
+    ///    then escalation to the next aggregators;
     /// 4. submissions (each certificate widened first) and slashings, if this
     ///    node sends transactions;
     /// 5. republishing of own partials, commitments and certificates;
@@ -399,6 +405,7 @@ impl<O: MessageOrigin> Engine<O> {
         self.retry_fetches(now);
         self.expire(now);
         self.reveal_timers(now);
+        self.escalate(now);
         if self.cfg.submits {
             self.submit_due(now);
             self.slash_due(now);

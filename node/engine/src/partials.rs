@@ -361,6 +361,7 @@ impl<O: MessageOrigin> Engine<O> {
                 self.check_conflict(escrow, a, now);
             }
         }
+        let aggregating = self.aggregating();
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
         if d.submission.certificate.is_some() || d.phase.is_final() {
             return;
@@ -398,7 +399,9 @@ impl<O: MessageOrigin> Engine<O> {
         info!(target: "pipeline", deal = %deal_id, outcome = ?qc.commitment.outcome, non_signers = ?qc.non_signers, built_here, rank, "certificate");
         d.submission.certificate = Some(qc.clone());
         d.submission.certificate_from_peer = !built_here;
-        if built_here && rank < CERTIFICATE_GOSSIPERS {
+        // With aggregators, only they build certificates (every one gossips
+        // its own: a node forwards the first it verifies and ignores the rest).
+        if built_here && (rank < CERTIFICATE_GOSSIPERS || aggregating) {
             d.submission.certificate_gossiped = true;
             d.last_publish = now;
             self.actions.push_back(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
@@ -437,18 +440,20 @@ impl<O: MessageOrigin> Engine<O> {
     /// `republish`.
     pub(crate) fn republish(&mut self, now: Instant) {
         let republish = self.cfg.republish;
-        let mut again = Vec::new();
+        let mut own = Vec::new();
+        let mut certificates = Vec::new();
         for d in self.disputes.values_mut() {
             if !d.phase.is_final() && now.saturating_duration_since(d.last_publish) >= republish {
                 d.last_publish = now;
+                let id = d.info.deal_id;
                 let unrevealed = d.reveal.reveal_window.is_some() && !d.reveal.revealed;
                 if unrevealed {
-                    again.extend(d.reveal.own_commit.map(Gossip::Commit));
+                    own.extend(d.reveal.own_commit.map(|c| (id, Gossip::Commit(c))));
                 } else {
-                    again.extend(d.own.clone().map(Gossip::Verdict));
-                    again.extend(d.extra().iter().cloned().map(Gossip::Verdict));
+                    own.extend(d.own.clone().map(|p| (id, Gossip::Verdict(p))));
+                    own.extend(d.extra().iter().cloned().map(|p| (id, Gossip::Verdict(p))));
                 }
-                again.extend(
+                certificates.extend(
                     d.submission
                         .certificate
                         .as_ref()
@@ -457,6 +462,9 @@ impl<O: MessageOrigin> Engine<O> {
                 );
             }
         }
-        self.actions.extend(again.into_iter().map(Action::Publish));
+        for (deal_id, gossip) in own {
+            self.send_own(&deal_id, gossip, now);
+        }
+        self.actions.extend(certificates.into_iter().map(Action::Publish));
     }
 }

@@ -267,7 +267,7 @@ impl<O: MessageOrigin> Engine<O> {
                         d.reveal.own_commit = Some(commit);
                         d.record_commit(commit.signer_index, commit.commit, now);
                         debug!(target: "pipeline", deal = %deal_id, commit = %commit.commit, "committed to the partial");
-                        self.push(Action::Publish(Gossip::Commit(commit)));
+                        self.send_own(&deal_id, Gossip::Commit(commit), now);
                     }
                     self.maybe_reveal(deal_id, now);
                     return;
@@ -278,7 +278,7 @@ impl<O: MessageOrigin> Engine<O> {
                 }
             }
         }
-        self.push(Action::Publish(Gossip::Verdict(partial.clone())));
+        self.send_own(&deal_id, Gossip::Verdict(partial.clone()), now);
         self.queue_partial(partial, None, now, now);
     }
 

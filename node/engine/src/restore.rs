@@ -40,10 +40,11 @@ impl<O: MessageOrigin> Engine<O> {
         };
         let mut d = self.new_dispute(info, now);
         let me = self.my_index(d.info.epoch);
+        let mut resend = None;
         if let Some(own) =
             partials.iter().find(|p| Some(p.signer_index) == me && p.epoch == d.info.epoch)
         {
-            self.restore_own(&mut d, own, &domain);
+            resend = self.restore_own(&mut d, own, &domain);
         }
         if d.reveal.reveal_window.is_some() {
             // Stored partials were counted before the restart: their
@@ -60,6 +61,9 @@ impl<O: MessageOrigin> Engine<O> {
         // (queued now, it would open the reveal phase at once).
         let unrevealed_own = d.reveal.reveal_window.is_some().then_some(me).flatten();
         self.disputes.insert(deal_id, d);
+        if let Some(own) = resend {
+            self.send_own(&deal_id, Gossip::Verdict(own), now);
+        }
         for p in partials {
             if Some(p.signer_index) != unrevealed_own {
                 self.queue_partial(p, None, now, now);
@@ -81,9 +85,14 @@ impl<O: MessageOrigin> Engine<O> {
         info!(target: "node", deal = %deal_id, ?phase, "restored dispute");
     }
 
-    /// The own stored partial of a restored dispute: signed; re-gossiped,
-    /// or (commit-reveal) signed again for its commitment.
-    fn restore_own(&mut self, d: &mut Dispute, p: &SignedVerdict, domain: &VerdictDomain) {
+    /// The own stored partial of a restored dispute: signed; to be sent again
+    /// (returned), or (commit-reveal) signed again for its commitment.
+    fn restore_own(
+        &mut self,
+        d: &mut Dispute,
+        p: &SignedVerdict,
+        domain: &VerdictDomain,
+    ) -> Option<SignedVerdict> {
         d.record.commitment = Some(p.commitment);
         d.digest = Some(p.commitment.eip712_digest(domain));
         d.record.own_signature = Some(Bytes::copy_from_slice(&p.signature));
@@ -102,8 +111,9 @@ impl<O: MessageOrigin> Engine<O> {
                 index: p.signer_index,
                 commit: true,
             });
+            None
         } else {
-            self.push(Action::Publish(Gossip::Verdict(p.clone())));
+            Some(p.clone())
         }
     }
 

@@ -20,14 +20,19 @@ pub const CERTIFICATE_GOSSIPERS: usize = 2;
 /// Every node computes the same order from the committee alone, and the first
 /// submitter rotates from deal to deal.
 pub fn submit_rank(deal_id: &B256, members: &[u32], me: u32) -> usize {
+    submit_order(deal_id, members).into_iter().position(|i| i == me).unwrap_or(members.len())
+}
+
+/// `members` in the submitter order of `deal_id` (see [`submit_rank`]).
+pub fn submit_order(deal_id: &B256, members: &[u32]) -> Vec<u32> {
     let key = |i: &u32| {
         let mut pre = deal_id.to_vec();
         pre.extend_from_slice(&i.to_be_bytes());
         keccak256(pre)
     };
     let mut order = members.to_vec();
-    order.sort_by_key(key);
-    order.into_iter().position(|i| i == me).unwrap_or(members.len())
+    order.sort_by_cached_key(key);
+    order
 }
 
 impl<O: MessageOrigin> Engine<O> {

@@ -2165,3 +2165,5 @@ fn in_flight_counts_the_open_disputes_the_views_show() {
     let open = rig.engine.views().filter(|v| !v.phase.is_final()).count();
     assert_eq!((rig.engine.in_flight(), open, rig.engine.len()), (1, 1, 2));
 }
+
+mod aggregators;

@@ -2,6 +2,7 @@
 //! and the CPU cost model.
 
 use crate::error::{Error, Result};
+use resolvd_engine::Dissemination;
 use serde::Serialize;
 use std::{fmt, str::FromStr, time::Duration};
 
@@ -20,6 +21,8 @@ pub struct Config {
     pub chain: ChainConfig,
     /// Modelled CPU cost of each piece of work.
     pub costs: Costs,
+    /// How the engines send their own partials (the engine's setting).
+    pub dissemination: Dissemination,
     /// How often each node's engine is ticked (the node's loop: 50 ms).
     pub tick: Duration,
     /// Virtual time after which a run stops even if not every honest node
@@ -39,6 +42,7 @@ impl Config {
             net: NetConfig::default(),
             chain: ChainConfig::default(),
             costs: Costs::default(),
+            dissemination: Dissemination::Flood,
             tick: Duration::from_millis(50),
             max_time: Duration::from_secs(40),
             trace: false,
@@ -62,15 +66,24 @@ pub struct Faults {
     pub slow: usize,
     /// CPU multiplier of the slow members.
     pub slow_factor: u32,
+    /// The faulty members are the first of the deal's submitter order (its
+    /// first submitters and aggregators) instead of a seeded draw: a deal id
+    /// ground to put the byzantine members there.
+    pub adversarial: bool,
 }
 
 impl Faults {
     /// Parses `crash=5,withhold=1/3,garbage=0.1,slow=4x3` for a committee of
     /// `nodes`: a count, a fraction (`0.33`, `1/3`: rounded down), and for
-    /// `slow` an optional `xK` CPU factor (default 4).
+    /// `slow` an optional `xK` CPU factor (default 4); `adversarial` places
+    /// them first in the deal's submitter order.
     pub fn parse(spec: &str, nodes: usize) -> Result<Self> {
         let mut f = Self { slow_factor: 4, ..Self::default() };
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty() && *p != "none") {
+            if part == "adversarial" {
+                f.adversarial = true;
+                continue;
+            }
             let (name, value) = part
                 .split_once('=')
                 .ok_or_else(|| Error::Faults(format!("`{part}`: expected name=value")))?;
@@ -94,7 +107,7 @@ impl Faults {
                 }
                 other => {
                     return Err(Error::Faults(format!(
-                        "unknown fault `{other}` (crash, withhold, garbage, slow)"
+                        "unknown fault `{other}` (crash, withhold, garbage, slow, adversarial)"
                     )))
                 }
             }
@@ -135,6 +148,9 @@ impl fmt::Display for Faults {
         }
         if self.slow > 0 {
             parts.push(format!("slow={}x{}", self.slow, self.slow_factor));
+        }
+        if self.adversarial && !parts.is_empty() {
+            parts.push("adversarial".to_owned());
         }
         if parts.is_empty() {
             f.write_str("none")
@@ -386,6 +402,9 @@ mod tests {
         assert_eq!(Faults::parse("none", 4).unwrap().to_string(), "none");
         assert!(Faults::parse("crash=5", 4).is_err());
         assert!(Faults::parse("nap=1", 4).is_err());
+        let f = Faults::parse("withhold=1/3,adversarial", 64).unwrap();
+        assert!(f.adversarial);
+        assert_eq!(f.to_string(), "withhold=21,adversarial");
         assert_eq!("geo".parse::<Latency>().unwrap(), Latency::Geo);
         assert!("10:20".parse::<Latency>().is_err());
     }

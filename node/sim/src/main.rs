@@ -4,6 +4,7 @@
 #![allow(clippy::disallowed_macros)] // the CLI's own output
 
 use clap::{Parser, Subcommand};
+use resolvd_engine::Dissemination;
 use resolvd_sim::{Config, Faults, Latency, PublishTo, Report};
 use std::time::{Duration, Instant};
 
@@ -18,15 +19,25 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Runs every N of `--sizes` honest, with 1/3 withholding and with 1/3
-    /// sending garbage; prints a Markdown table (with the wall time of each run).
+    /// Runs every N of `--sizes`, own partials flooded and sent to
+    /// aggregators, honest, with 1/3 withholding, with 1/3 sending garbage and
+    /// with 1/3 withholding placed first in the submitter order; prints a
+    /// Markdown table (with the wall time of each run).
     Bench {
         /// Committee sizes.
         #[arg(long, value_delimiter = ',', default_value = "16,32,64,256,1024")]
         sizes: Vec<usize>,
         /// Fault mixes (each as `--faults`), `;`-separated.
-        #[arg(long, value_delimiter = ';', default_value = "none;withhold=1/3;garbage=1/3")]
+        #[arg(
+            long,
+            value_delimiter = ';',
+            default_value = "none;withhold=1/3;garbage=1/3;withhold=1/3,adversarial"
+        )]
         mixes: Vec<String>,
+        /// Dissemination of own partials, each run: 0 floods them on gossip,
+        /// K > 0 sends them to aggregators (K in the first group).
+        #[arg(long = "each-aggregators", value_delimiter = ',', default_value = "0,8")]
+        each_aggregators: Vec<usize>,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -59,6 +70,14 @@ struct RunArgs {
     /// Own messages go to the mesh peers (`mesh`) or every member (`all`).
     #[arg(long, default_value = "mesh")]
     publish: String,
+    /// Own partials go to aggregators, K in the first group (then 2K, 4K, …);
+    /// 0: flooded on gossip.
+    #[arg(long, default_value_t = 0)]
+    aggregators: usize,
+    /// With aggregators: without a certificate this long (ms) after sending to
+    /// a group, a member sends to the next one.
+    #[arg(long, default_value_t = 500)]
+    escalate_ms: u64,
     /// Stop after this much virtual time, seconds.
     #[arg(long, default_value_t = 40)]
     max_secs: u64,
@@ -77,6 +96,12 @@ impl RunArgs {
         cfg.net.mesh = self.mesh;
         cfg.net.publish = self.publish.parse::<PublishTo>()?;
         cfg.max_time = Duration::from_secs(self.max_secs);
+        if self.aggregators > 0 {
+            cfg.dissemination = Dissemination::Aggregators {
+                group: self.aggregators,
+                escalate_after: Duration::from_millis(self.escalate_ms),
+            };
+        }
         Ok(cfg)
     }
 }
@@ -96,10 +121,13 @@ fn main() -> eyre::Result<()> {
             }
             eprintln!("simulated in {:.1} s", started.elapsed().as_secs_f64());
         }
-        Some(Command::Bench { sizes, mixes, run }) => {
+        Some(Command::Bench { sizes, mixes, each_aggregators, mut run }) => {
             println!("{}", Report::TABLE_HEADER.replace(" |\n", " | simulated in |\n") + " --- |");
             for n in sizes {
-                for f in &mixes {
+                for (k, f) in
+                    each_aggregators.iter().flat_map(|k| mixes.iter().map(move |f| (k, f)))
+                {
+                    run.aggregators = *k;
                     let cfg = run.config(n, f)?;
                     let started = Instant::now();
                     let report = resolvd_sim::run(cfg)?;

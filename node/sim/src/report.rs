@@ -2,7 +2,7 @@
 //! summary ([`Report`]), as JSON and as one Markdown table row.
 
 use crate::config::{Config, PublishTo};
-use resolvd_engine::{Topic, Validation};
+use resolvd_engine::{Dissemination, Topic, Validation};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -176,6 +176,9 @@ pub struct Report {
     pub mesh: usize,
     /// Where own messages are published.
     pub publish: PublishTo,
+    /// How own partials travel: `flood`, or `aggregators K` (the first
+    /// group's size).
+    pub partials: String,
     /// Bytes added to each message's encoding.
     pub overhead_bytes: usize,
     /// Members that started.
@@ -278,6 +281,10 @@ impl Report {
             uplink_mbit_s: cfg.net.uplink_bps as f64 / 1e6,
             mesh: cfg.net.mesh,
             publish: cfg.net.publish,
+            partials: match cfg.dissemination {
+                Dissemination::Flood => "flood".to_owned(),
+                Dissemination::Aggregators { group, .. } => format!("aggregators {group}"),
+            },
             overhead_bytes: cfg.net.overhead,
             live: all.iter().filter(|s| s.role != Role::Crashed).count(),
             honest: honest.len(),
@@ -310,7 +317,7 @@ impl Report {
     }
 
     /// The header of [`Self::table_row`]'s table.
-    pub const TABLE_HEADER: &'static str = "| N | faults | seen → certificate p50 / p99 | KiB sent per node, mean (max) | messages sent per node | CPU per node, mean (× floor) | every honest node certified | signers |\n| --- | --- | --- | --- | --- | --- | --- | --- |";
+    pub const TABLE_HEADER: &'static str = "| N | partials | faults | seen → certificate p50 / p99 | KiB sent per node, mean (max) | messages sent per node | CPU per node, mean (× floor), max | every honest node certified | signers |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |";
 
     /// One Markdown table row.
     pub fn table_row(&self) -> String {
@@ -324,8 +331,9 @@ impl Report {
             format!("no ({} of {})", self.honest_certified, self.honest)
         };
         format!(
-            "| {} | {} | {} | {:.0} ({:.0}) | {:.0} | {:.1} ms ({:.1} ×) | {} | {} |",
+            "| {} | {} | {} | {} | {:.0} ({:.0}) | {:.0} | {:.1} ms ({:.1} ×), {:.1} ms | {} | {} |",
             self.nodes,
+            self.partials,
             self.faults,
             latency,
             self.kib_sent_per_node.mean,
@@ -333,6 +341,7 @@ impl Report {
             self.messages_sent_per_node.mean,
             self.cpu_ms_per_node.mean,
             self.cpu_over_floor,
+            self.cpu_ms_per_node.max,
             certified,
             self.certificate_signers.map_or("–".to_owned(), |s| s.to_string()),
         )

@@ -14,6 +14,7 @@ use resolvd_consensus::{
     protection::{MemoryStore, ProtectedSigner},
     Committee, Member, SecretKey, DEFAULT_THRESHOLD_BPS,
 };
+use resolvd_engine::submit_order;
 use resolvd_engine::{
     metrics::ResultLabel, Action, AnchorStatus, ConfirmSource, Confirmation, Engine, EngineConfig,
     EngineMetrics, Gathered, Gossip, MessageOrigin, SlashResult, SubmitResult, Topic, Validation,
@@ -41,15 +42,18 @@ const MESSAGE_ID_LEN: usize = 20;
 /// `P2pConfig::seen_ttl`).
 const SEEN_TTL_NS: u64 = 12_000_000_000;
 
-/// Where a gossip message came from, as the simulated shell names it: the
-/// message (an index into the run's message table) and the peer that
-/// propagated it.
+/// Where a message came from, as the simulated shell names it: the message
+/// (an index into the run's message table), the peer that propagated it, and
+/// whether the peer sent it straight to this node (an aggregator's inbox:
+/// never forwarded).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Origin {
     /// The message.
     pub msg: u32,
     /// The peer (member index).
     pub peer: u32,
+    /// Sent to this node only ([`Action::Send`]), not gossiped.
+    pub direct: bool,
 }
 
 impl MessageOrigin for Origin {
@@ -90,8 +94,8 @@ pub struct Message {
 /// What reaches a node's CPU queue.
 #[derive(Debug)]
 enum Job {
-    /// A message copy arrives from a peer.
-    Deliver { from: u32, msg: u32 },
+    /// A message copy arrives from a peer (gossiped, or sent to this node only).
+    Deliver { from: u32, msg: u32, direct: bool },
     /// The loop's 50 ms tick.
     Tick,
     /// The engine's batch is due.
@@ -142,7 +146,8 @@ impl Ord for Entry {
 struct Work {
     /// Modelled CPU time, before the node's slowness factor.
     cost: Duration,
-    sends: Vec<(u32, Vec<u32>)>,
+    /// (message, peers, sent to them only: not gossip).
+    sends: Vec<(u32, Vec<u32>, bool)>,
     /// (delay after the job ends, node, job).
     later: Vec<(Duration, u32, Job)>,
     /// Partials rejected in this job (a batch's invalid ones).
@@ -312,9 +317,15 @@ impl Simulation {
         if f.crash + f.withhold + f.garbage + f.slow > n {
             return Err(Error::Faults(format!("more faulty members than the {n} nodes")));
         }
-        // Who is faulty: a seeded permutation, cut in runs of each fault.
+        // Who is faulty: a seeded permutation (or the deal's submitter
+        // order), cut in runs of each fault.
         let mut order: Vec<usize> = (0..n).collect();
         Rng::new(cfg.seed, 0xfa17).shuffle(&mut order);
+        if f.adversarial {
+            let members: Vec<u32> = (0..n as u32).collect();
+            let deal_id = announcement().deal_id;
+            order = submit_order(&deal_id, &members).into_iter().map(|i| i as usize).collect();
+        }
         let mut roles = vec![(Role::Honest, 1u32); n];
         let mut cursor = order.into_iter();
         for (count, role) in
@@ -359,7 +370,11 @@ impl Simulation {
                     // (the certificate that settles is an honest member's).
                     let submits = role == Role::Honest;
                     let mut e = Engine::new(
-                        EngineConfig { submits, ..EngineConfig::default() },
+                        EngineConfig {
+                            submits,
+                            dissemination: cfg.dissemination,
+                            ..EngineConfig::default()
+                        },
                         domain.clone(),
                         Some(key.public_key()),
                         metrics.clone(),
@@ -534,7 +549,7 @@ impl Simulation {
             let n = &mut self.nodes[node as usize];
             let Some(engine) = n.engine.as_mut() else { return };
             match job {
-                Job::Deliver { from, msg } => {
+                Job::Deliver { from, msg, direct } => {
                     n.stats.received += 1;
                     let fresh = n.seen.get(&msg).is_none_or(|t| now >= t + SEEN_TTL_NS);
                     if !fresh {
@@ -545,10 +560,12 @@ impl Simulation {
                         }
                     } else {
                         n.seen.insert(msg, now);
-                        n.pending.insert(msg, vec![from]);
+                        if !direct {
+                            n.pending.insert(msg, vec![from]);
+                        }
                         work.cost += costs.receive;
                         let m = &self.messages[msg as usize];
-                        let origin = Origin { msg, peer: from };
+                        let origin = Origin { msg, peer: from, direct };
                         match Gossip::decode(m.topic, &m.data) {
                             Ok(gossip) => {
                                 let queued = engine.queued_partials();
@@ -673,6 +690,13 @@ impl Simulation {
                 }
             }
             Action::Publish(gossip) => self.publish(node, gossip, work),
+            Action::Send { to, gossip } => {
+                let Some(gossip) = self.as_role(node, gossip) else { return };
+                let msg = self.intern(&gossip);
+                let to: Vec<u32> = to.into_iter().filter(|&p| p != node).collect();
+                work.cost += self.cfg.costs.send * to.len() as u32;
+                work.sends.push((msg, to, true));
+            }
             Action::Report { origin, topic, acceptance } => {
                 let n = &mut self.nodes[node as usize];
                 n.stats.count(topic, acceptance);
@@ -684,11 +708,11 @@ impl Simulation {
                     work.cost += costs.check_certificate(signers);
                 }
                 let skip = n.pending.remove(&origin.msg).unwrap_or_default();
-                if acceptance == Validation::Accept {
+                if acceptance == Validation::Accept && !origin.direct {
                     let to: Vec<u32> =
                         n.peers.iter().copied().filter(|p| !skip.contains(p)).collect();
                     work.cost += costs.send * to.len() as u32;
-                    work.sends.push((origin.msg, to));
+                    work.sends.push((origin.msg, to, false));
                 }
             }
             Action::Submit { certificate, .. } => {
@@ -719,28 +743,40 @@ impl Simulation {
         }
     }
 
+    /// An own message as the node's role sends it: withholding members
+    /// send neither their partial nor a certificate they built; garbage
+    /// members send either with an invalid signature.
+    fn as_role(&mut self, node: u32, gossip: Gossip) -> Option<Gossip> {
+        let role = self.nodes[node as usize].role;
+        Some(match (gossip, role) {
+            (Gossip::Verdict(p), Role::Withholding) if p.signer_index == node => {
+                self.nodes[node as usize].stats.withheld += 1;
+                return None;
+            }
+            (Gossip::Verdict(p), Role::Garbage) if p.signer_index == node => {
+                Gossip::Verdict(self.garbage(p))
+            }
+            (Gossip::Certificate(_), Role::Withholding) => {
+                self.nodes[node as usize].stats.withheld += 1;
+                return None;
+            }
+            (Gossip::Certificate(mut c), Role::Garbage) => {
+                let digest = B256::from_slice(&Sha256::digest(c.aggregate_signature));
+                c.aggregate_signature = member_key(node as usize).sign(&digest).compress();
+                Gossip::Certificate(c)
+            }
+            (g, _) => g,
+        })
+    }
+
     /// Gossips an own message (or a fault's replacement of it) to the mesh,
     /// or to every live member.
     fn publish(&mut self, node: u32, gossip: Gossip, work: &mut Work) {
-        let role = self.nodes[node as usize].role;
-        let gossip = match gossip {
-            Gossip::Verdict(p) if p.signer_index == node => match role {
-                Role::Withholding => {
-                    self.nodes[node as usize].stats.withheld += 1;
-                    return;
-                }
-                Role::Garbage => Gossip::Verdict(self.garbage(p)),
-                _ => Gossip::Verdict(p),
-            },
-            Gossip::Dispute(a) => {
-                let n = &mut self.nodes[node as usize];
-                if n.stats.seen_at.is_none() {
-                    work.seen = true;
-                }
-                Gossip::Dispute(a)
-            }
-            g => g,
-        };
+        let Some(gossip) = self.as_role(node, gossip) else { return };
+        if matches!(gossip, Gossip::Dispute(_)) && self.nodes[node as usize].stats.seen_at.is_none()
+        {
+            work.seen = true;
+        }
         let msg = self.intern(&gossip);
         let now = self.now;
         let n = &mut self.nodes[node as usize];
@@ -754,7 +790,7 @@ impl Simulation {
             PublishTo::All => self.live.iter().copied().filter(|&p| p != node).collect(),
         };
         work.cost += self.cfg.costs.send * to.len() as u32;
-        work.sends.push((msg, to));
+        work.sends.push((msg, to, false));
     }
 
     /// A partial with an invalid signature in `p`'s signer's name: a valid
@@ -813,7 +849,7 @@ impl Simulation {
                 self.schedule(due, node, Job::Batch);
             }
         }
-        for (msg, to) in work.sends {
+        for (msg, to, direct) in work.sends {
             let bytes = self.messages[msg as usize].data.len() + self.cfg.net.overhead;
             for peer in to {
                 let t = self.wire.send(node, peer, bytes, done);
@@ -830,7 +866,7 @@ impl Simulation {
                         retransmits: t.retransmits,
                     });
                 }
-                self.schedule(t.arrival, peer, Job::Deliver { from: node, msg });
+                self.schedule(t.arrival, peer, Job::Deliver { from: node, msg, direct });
             }
         }
         for (delay, to, job) in work.later {

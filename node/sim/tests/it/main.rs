@@ -2,7 +2,7 @@
 //! faults, and the byte accounting. No wall-clock limits: the runs are
 //! judged on what they simulated, never on how long they took.
 
-use resolvd_engine::Gossip;
+use resolvd_engine::{Dissemination, Gossip};
 use resolvd_sim::{run, Config, Faults, Role, Simulation};
 use std::time::Duration;
 
@@ -159,4 +159,53 @@ fn committee_of_64_certifies_and_settles_without_evidence() {
         assert!(r.certificate_signers.unwrap() >= 43);
         assert_eq!(r.evidence, 0, "no honest node signs twice");
     }
+}
+
+fn aggregating(nodes: usize, seed: u64, faults: &str) -> Config {
+    let mut cfg = config(nodes, seed, faults);
+    cfg.dissemination =
+        Dissemination::Aggregators { group: 8, escalate_after: Duration::from_millis(ESCALATE_MS) };
+    cfg
+}
+
+const ESCALATE_MS: u64 = 500;
+
+#[test]
+fn aggregators_certify_every_honest_node_with_a_fraction_of_the_flood_bytes() {
+    let flood = run(config(64, 12, "none")).unwrap();
+    for faults in ["none", "withhold=1/3", "garbage=1/3"] {
+        let r = run(aggregating(64, 12, faults)).unwrap();
+        assert_eq!(r.partials, "aggregators 8");
+        assert!(r.all_honest_certified, "{}", r.to_json());
+        assert!(r.settled);
+        assert!(r.certificate_signers.unwrap() >= 43);
+        assert_eq!(r.evidence, 0, "no honest node signs twice");
+        // Own partials go to 8 members, not through the mesh of everyone.
+        assert!(
+            r.kib_sent_per_node.mean * 5.0 < flood.kib_sent_per_node.mean,
+            "{faults}: {} KiB against {} KiB flooded",
+            r.kib_sent_per_node.mean,
+            flood.kib_sent_per_node.mean
+        );
+        // Partials are accepted only by the members they were sent to.
+        let accepted = r.validations["verdicts"].accept;
+        assert!(accepted < flood.validations["verdicts"].accept / 4, "{accepted}");
+    }
+}
+
+#[test]
+fn withholding_aggregators_are_routed_around_by_escalation() {
+    // The 21 byzantine members are the first of the deal's submitter order:
+    // the whole first group (8) and most of the second (16) withhold.
+    let r = run(aggregating(64, 13, "withhold=1/3,adversarial")).unwrap();
+    assert!(r.all_honest_certified, "{}", r.to_json());
+    let latency = r.seen_to_certificate_ms.as_ref().unwrap();
+    // Most members certified only after the first escalation: the first
+    // group never gossips a certificate.
+    assert!(latency.p50 >= ESCALATE_MS as f64, "{}", r.to_json());
+    // Placed at random, the same number of withholders leaves honest members
+    // in the first group, and no member needs to escalate.
+    let random = run(aggregating(64, 13, "withhold=1/3")).unwrap();
+    assert!(random.all_honest_certified);
+    assert!(random.seen_to_certificate_ms.as_ref().unwrap().p99 < ESCALATE_MS as f64);
 }
