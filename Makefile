@@ -93,14 +93,17 @@ bench-scale: tools
 	cd contracts && forge build
 	SCALE_NODES="$(SCALE_NODES)" SCALE_DISPUTES=$(SCALE_DISPUTES) ONLY_SCALE=1 deploy/bench-report.sh
 
-## bench-sim: the simulator's table on stdout (Markdown): N = 16 … 1,024 real engines in one
-## process under a modelled network and CPU, honest, with 1/3 withholding and with 1/3 sending
-## garbage (node/sim/README.md; release build; N = 1,024 takes minutes per run).
+## bench-sim: the simulator's table (Markdown, on stdout and into BENCHMARKS.md) and plot
+## (node/sim/bench.svg): N = 16 … 1,024 real engines in one process under a modelled network
+## and CPU, own partials flooded and sent to aggregators, honest, with 1/3 withholding, 1/3
+## sending garbage, and 1/3 withholding placed first (node/sim/README.md; release build;
+## a flooded N = 1,024 takes minutes per run).
 SIM_SIZES ?= 16,32,64,256,1024
 SIM_ARGS ?=
 bench-sim:
 	@cargo build --release --locked -p resolvd-sim
-	@"$${CARGO_TARGET_DIR:-target}/release/resolvd-sim" bench --sizes $(SIM_SIZES) $(SIM_ARGS)
+	@"$${CARGO_TARGET_DIR:-target}/release/resolvd-sim" bench --sizes $(SIM_SIZES) \
+	  --write BENCHMARKS.md --plot node/sim/bench.svg $(SIM_ARGS)
 
 ## bench-report: regenerate BENCHMARKS.md (criterion, forge gas, devnet latency for N = 4, 7, 10,
 ## and the scale table of bench-scale).

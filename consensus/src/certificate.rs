@@ -9,7 +9,7 @@ use resolvd_proto::{
     wire::{self, SignedVerdict},
     VerdictCommitment, VerdictDomain,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A quorum certificate: every member of `epoch` signed `commitment` except
 /// `non_signers`. This is what `Escrow.resolve` takes.
@@ -170,6 +170,14 @@ pub enum BuilderEvent {
         /// The signature bytes as queued (which message this was).
         wire: [u8; 96],
     },
+    /// A queued aggregate verified and was added to its digest's group.
+    AggregateVerified(Box<Attestation>),
+    /// A queued aggregate failed verification (penalise its sender).
+    AggregateInvalid(Box<Attestation>),
+    /// A queued aggregate added no signer by the time it was processed: it
+    /// was not verified (neither valid nor invalid as far as this builder
+    /// knows).
+    AggregateCovered(Box<Attestation>),
     /// A digest reached the threshold: here is its certificate (emitted once).
     Certificate(Box<QuorumCertificate>),
 }
@@ -177,9 +185,55 @@ pub enum BuilderEvent {
 #[derive(Debug)]
 struct Group {
     commitment: VerdictCommitment,
+    /// Verified partials, by signer.
     signers: BTreeMap<u32, Signature>,
+    /// Verified aggregates of several signers (as received: their signer sets
+    /// may overlap each other and the partials).
+    aggregates: Vec<(Vec<u32>, Signature)>,
+    /// Every signer in `signers` or in an aggregate, and their stake.
+    covered: BTreeSet<u32>,
     stake: U256,
     certified: bool,
+}
+
+impl Group {
+    fn new(commitment: VerdictCommitment) -> Self {
+        Self {
+            commitment,
+            signers: BTreeMap::new(),
+            aggregates: Vec::new(),
+            covered: BTreeSet::new(),
+            stake: U256::ZERO,
+            certified: false,
+        }
+    }
+
+    /// The signers a certificate built now would take in.
+    fn usable(&self) -> BTreeSet<u32> {
+        self.disjoint().0
+    }
+
+    /// Signatures over disjoint signer sets covering as many signers as a
+    /// greedy pick finds: aggregates largest first, each if disjoint from
+    /// those taken, then every partial not covered yet.
+    fn disjoint(&self) -> (BTreeSet<u32>, Vec<&Signature>) {
+        let mut aggregates: Vec<&(Vec<u32>, Signature)> = self.aggregates.iter().collect();
+        aggregates.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        let mut used = BTreeSet::new();
+        let mut signatures = Vec::new();
+        for (signers, signature) in aggregates {
+            if signers.iter().all(|s| !used.contains(s)) {
+                used.extend(signers.iter().copied());
+                signatures.push(signature);
+            }
+        }
+        for (signer, signature) in &self.signers {
+            if used.insert(*signer) {
+                signatures.push(signature);
+            }
+        }
+        (used, signatures)
+    }
 }
 
 #[derive(Debug)]
@@ -207,12 +261,20 @@ pub struct CertificateBuilder {
     domain: VerdictDomain,
     groups: BTreeMap<B256, Group>,
     pending: Vec<Pending>,
+    /// Aggregates waiting for [`Self::process`], with their digest.
+    pending_aggregates: Vec<(B256, Attestation)>,
 }
 
 impl CertificateBuilder {
     /// A builder for `committee`'s epoch under `domain`.
     pub fn new(committee: Committee, domain: VerdictDomain) -> Self {
-        Self { committee, domain, groups: BTreeMap::new(), pending: Vec::new() }
+        Self {
+            committee,
+            domain,
+            groups: BTreeMap::new(),
+            pending: Vec::new(),
+            pending_aggregates: Vec::new(),
+        }
     }
 
     /// The committee.
@@ -220,9 +282,9 @@ impl CertificateBuilder {
         &self.committee
     }
 
-    /// Number of partials waiting for [`Self::process`].
+    /// Number of partials and aggregates waiting for [`Self::process`].
     pub fn pending(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.pending_aggregates.len()
     }
 
     /// Forgets every group and queued partial of `deal` (settled): memory
@@ -230,6 +292,7 @@ impl CertificateBuilder {
     pub fn forget_deal(&mut self, deal: &B256) {
         self.groups.retain(|_, g| g.commitment.deal_id != *deal);
         self.pending.retain(|p| p.commitment.deal_id != *deal);
+        self.pending_aggregates.retain(|(_, a)| a.commitment.deal_id != *deal);
     }
 
     /// Digest groups held (verified partials of open deals).
@@ -285,14 +348,87 @@ impl CertificateBuilder {
 
     fn add(&mut self, digest: B256, commitment: VerdictCommitment, signer: u32, sig: Signature) {
         let stake = self.member(signer).stake;
-        let group = self.groups.entry(digest).or_insert_with(|| Group {
-            commitment,
-            signers: BTreeMap::new(),
-            stake: U256::ZERO,
-            certified: false,
-        });
-        if group.signers.insert(signer, sig).is_none() {
+        let group = self.groups.entry(digest).or_insert_with(|| Group::new(commitment));
+        group.signers.insert(signer, sig);
+        if group.covered.insert(signer) {
             group.stake += stake;
+        }
+    }
+
+    fn add_aggregate(&mut self, digest: B256, a: &Attestation) {
+        let stakes: Vec<U256> = a.signers.iter().map(|&s| self.member(s).stake).collect();
+        let group = self.groups.entry(digest).or_insert_with(|| Group::new(a.commitment));
+        for (&signer, stake) in a.signers.iter().zip(stakes) {
+            if group.covered.insert(signer) {
+                group.stake += stake;
+            }
+        }
+        group.aggregates.push((a.signers.clone(), a.signature));
+    }
+
+    /// Cheap checks of an aggregate of several signers (epoch, membership,
+    /// ascending signers), then queues it for [`Self::process`], which
+    /// verifies it (one pairing) unless the signers it names are all
+    /// covered by then. `Duplicate`: every signer it names is in what a
+    /// certificate would take in now, or this very aggregate is queued.
+    pub fn on_aggregate(&mut self, a: &Attestation) -> Result<Queued> {
+        if a.epoch != self.committee.epoch() {
+            return Err(Error::WrongEpoch { expected: self.committee.epoch(), found: a.epoch });
+        }
+        if a.signers.is_empty() {
+            return Err(Error::EmptyAggregate);
+        }
+        self.committee.check_indices(&a.signers)?;
+        let digest = a.commitment.eip712_digest(&self.domain);
+        let covered = self.groups.get(&digest).is_some_and(|g| {
+            let usable = g.usable();
+            a.signers.iter().all(|s| usable.contains(s))
+        });
+        if covered || self.pending_aggregates.iter().any(|(_, q)| q == a) {
+            return Ok(Queued::Duplicate);
+        }
+        self.pending_aggregates.push((digest, a.clone()));
+        Ok(Queued::New)
+    }
+
+    /// The verified partials of `digest` whose signers are in `members`,
+    /// aggregated (a slice's contribution); `None` if there are none.
+    pub fn aggregate_of(&self, digest: &B256, members: &[u32]) -> Option<Attestation> {
+        let group = self.groups.get(digest)?;
+        let mut signers: Vec<u32> =
+            members.iter().copied().filter(|m| group.signers.contains_key(m)).collect();
+        signers.sort_unstable();
+        signers.dedup();
+        let signature = Signature::aggregate(signers.iter().map(|s| &group.signers[s])).ok()?;
+        Some(Attestation {
+            commitment: group.commitment,
+            epoch: self.committee.epoch(),
+            signers,
+            signature,
+        })
+    }
+
+    /// Verifies the queued aggregates, largest first, each on its own (one
+    /// pairing), skipping those whose signers are covered by then.
+    fn process_aggregates(&mut self, events: &mut Vec<BuilderEvent>, touched: &mut Vec<B256>) {
+        let mut queue = std::mem::take(&mut self.pending_aggregates);
+        queue.sort_by_key(|(_, a)| std::cmp::Reverse(a.signers.len()));
+        for (digest, a) in queue {
+            let covered = self.groups.get(&digest).is_some_and(|g| {
+                let usable = g.usable();
+                a.signers.iter().all(|s| usable.contains(s))
+            });
+            if covered {
+                events.push(BuilderEvent::AggregateCovered(Box::new(a)));
+            } else if a.verify(&self.committee, &self.domain).is_ok() {
+                self.add_aggregate(digest, &a);
+                if !touched.contains(&digest) {
+                    touched.push(digest);
+                }
+                events.push(BuilderEvent::AggregateVerified(Box::new(a)));
+            } else {
+                events.push(BuilderEvent::AggregateInvalid(Box::new(a)));
+            }
         }
     }
 
@@ -302,11 +438,15 @@ impl CertificateBuilder {
         }
         self.committee.member(p.signer_index)?;
         let digest = p.commitment.eip712_digest(&self.domain);
-        let known =
-            self.groups.get(&digest).is_some_and(|g| g.signers.contains_key(&p.signer_index))
-                || self.pending.iter().any(|q| {
-                    q.digest == digest && q.signer == p.signer_index && q.wire == p.signature
-                });
+        // A signer in an aggregate a certificate would use is known too: its
+        // partial would add nothing to one.
+        let known = self.groups.get(&digest).is_some_and(|g| {
+            g.signers.contains_key(&p.signer_index)
+                || (!g.aggregates.is_empty() && g.usable().contains(&p.signer_index))
+        }) || self
+            .pending
+            .iter()
+            .any(|q| q.digest == digest && q.signer == p.signer_index && q.wire == p.signature);
         if known {
             return Ok(Queued::Duplicate);
         }
@@ -373,6 +513,7 @@ impl CertificateBuilder {
             }
         }
         let mut touched = Vec::new();
+        self.process_aggregates(&mut events, &mut touched);
         for p in accepted {
             events.push(BuilderEvent::Verified {
                 signer: p.signer,
@@ -406,18 +547,28 @@ impl CertificateBuilder {
         if group.is_some_and(|g| g.certified) {
             return false;
         }
-        let queued: U256 = self
+        let mut queued: BTreeSet<u32> = self
             .pending
             .iter()
             .filter(|p| p.digest == *digest)
-            .map(|p| self.member(p.signer).stake)
-            .sum();
+            .map(|p| p.signer)
+            .chain(
+                self.pending_aggregates
+                    .iter()
+                    .filter(|(d, _)| d == digest)
+                    .flat_map(|(_, a)| a.signers.iter().copied()),
+            )
+            .collect();
+        if let Some(g) = group {
+            queued.retain(|s| !g.covered.contains(s));
+        }
+        let queued: U256 = queued.iter().map(|&s| self.member(s).stake).sum();
         self.committee.meets_threshold(group.map_or(U256::ZERO, |g| g.stake) + queued)
     }
 
-    /// Verified signers in `digest`'s group.
+    /// Verified signers in `digest`'s group (in partials or aggregates).
     pub fn signer_count(&self, digest: &B256) -> usize {
-        self.groups.get(digest).map_or(0, |g| g.signers.len())
+        self.groups.get(digest).map_or(0, |g| g.covered.len())
     }
 
     /// A certificate over every verified signer of `digest` now (not only
@@ -430,13 +581,18 @@ impl CertificateBuilder {
         if !self.committee.meets_threshold(group.stake) {
             return None;
         }
-        let signature = Signature::aggregate(group.signers.values()).ok()?;
+        let (signers, signatures) = group.disjoint();
+        let stake = self.committee.stake_of(&signers.iter().copied().collect::<Vec<_>>()).ok()?;
+        if !self.committee.meets_threshold(stake) {
+            return None;
+        }
+        let signature = Signature::aggregate(signatures).ok()?;
         let non_signers: Vec<u32> = self
             .committee
             .members()
             .iter()
             .map(|m| m.index)
-            .filter(|i| !group.signers.contains_key(i))
+            .filter(|i| !signers.contains(i))
             .collect();
         let qc = QuorumCertificate {
             commitment: group.commitment,

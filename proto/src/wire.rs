@@ -440,8 +440,22 @@ pub struct SignerAggregate {
     pub aggregate_signature: SignatureBytes,
 }
 
+impl WireMessage for SignerAggregate {
+    const NAME: &'static str = "SignerAggregate";
+    const MAX_LEN: usize = MAX_GOSSIP_LEN;
+    type Proto = pb::SignerAggregate;
+
+    fn from_proto(p: Self::Proto) -> Result<Self, WireError> {
+        Self::from_proto_in(Self::NAME, p)
+    }
+
+    fn to_proto(&self) -> Self::Proto {
+        self.proto()
+    }
+}
+
 impl SignerAggregate {
-    fn from_proto(message: &'static str, p: pb::SignerAggregate) -> Result<Self, WireError> {
+    fn from_proto_in(message: &'static str, p: pb::SignerAggregate) -> Result<Self, WireError> {
         Ok(Self {
             commitment: commitment(message, p.commitment)?,
             epoch: p.epoch,
@@ -450,7 +464,7 @@ impl SignerAggregate {
         })
     }
 
-    fn to_proto(&self) -> pb::SignerAggregate {
+    fn proto(&self) -> pb::SignerAggregate {
         pb::SignerAggregate {
             commitment: Some(commitment_proto(&self.commitment)),
             epoch: self.epoch,
@@ -480,8 +494,8 @@ impl WireMessage for ConflictEvidence {
         const M: &str = "ConflictEvidence";
         let first = p.first.ok_or(WireError::MissingField { message: M, field: "first" })?;
         let second = p.second.ok_or(WireError::MissingField { message: M, field: "second" })?;
-        let first = SignerAggregate::from_proto(M, first)?;
-        let second = SignerAggregate::from_proto(M, second)?;
+        let first = SignerAggregate::from_proto_in(M, first)?;
+        let second = SignerAggregate::from_proto_in(M, second)?;
         if first.commitment.deal_id != second.commitment.deal_id {
             return Err(WireError::NotAConflict { reason: "different deals" });
         }
@@ -492,10 +506,7 @@ impl WireMessage for ConflictEvidence {
     }
 
     fn to_proto(&self) -> Self::Proto {
-        pb::ConflictEvidence {
-            first: Some(self.first.to_proto()),
-            second: Some(self.second.to_proto()),
-        }
+        pb::ConflictEvidence { first: Some(self.first.proto()), second: Some(self.second.proto()) }
     }
 }
 
@@ -606,12 +617,21 @@ pub enum Topic {
     Certificates,
     /// `ConflictEvidence`.
     Evidence,
+    /// `SignerAggregate`s of verified partials, sent to a dispute's
+    /// aggregators by the collectors of a slice of the committee.
+    Aggregates,
 }
 
 impl Topic {
     /// Every topic.
-    pub const ALL: [Self; 5] =
-        [Self::Disputes, Self::Verdicts, Self::Commits, Self::Certificates, Self::Evidence];
+    pub const ALL: [Self; 6] = [
+        Self::Disputes,
+        Self::Verdicts,
+        Self::Commits,
+        Self::Certificates,
+        Self::Evidence,
+        Self::Aggregates,
+    ];
 
     /// The gossipsub topic name.
     pub const fn name(self) -> &'static str {
@@ -621,6 +641,7 @@ impl Topic {
             Self::Commits => "resolvd/v1/commits",
             Self::Certificates => "resolvd/v1/certificates",
             Self::Evidence => "resolvd/v1/evidence",
+            Self::Aggregates => "resolvd/v1/aggregates",
         }
     }
 
@@ -632,6 +653,7 @@ impl Topic {
             Self::Commits => "commits",
             Self::Certificates => "certificates",
             Self::Evidence => "evidence",
+            Self::Aggregates => "aggregates",
         }
     }
 }
@@ -649,6 +671,8 @@ pub enum Gossip {
     Certificate(Box<QuorumCertificate>),
     /// On `Evidence`.
     Evidence(Box<ConflictEvidence>),
+    /// On `Aggregates`.
+    Aggregate(Box<SignerAggregate>),
 }
 
 impl Gossip {
@@ -663,6 +687,9 @@ impl Gossip {
                 Self::Certificate(Box::new(QuorumCertificate::decode_canonical(data)?))
             }
             Topic::Evidence => Self::Evidence(Box::new(ConflictEvidence::decode_canonical(data)?)),
+            Topic::Aggregates => {
+                Self::Aggregate(Box::new(SignerAggregate::decode_canonical(data)?))
+            }
         })
     }
 
@@ -674,6 +701,7 @@ impl Gossip {
             Self::Commit(m) => (Topic::Commits, m.encode_wire()),
             Self::Certificate(m) => (Topic::Certificates, m.encode_wire()),
             Self::Evidence(m) => (Topic::Evidence, m.encode_wire()),
+            Self::Aggregate(m) => (Topic::Aggregates, m.encode_wire()),
         }
     }
 }
@@ -693,11 +721,12 @@ mod tests {
                 "resolvd/v1/commits",
                 "resolvd/v1/certificates",
                 "resolvd/v1/evidence",
+                "resolvd/v1/aggregates",
             ]
         );
         assert_eq!(
             Topic::ALL.map(Topic::label),
-            ["disputes", "verdicts", "commits", "certificates", "evidence"]
+            ["disputes", "verdicts", "commits", "certificates", "evidence", "aggregates"]
         );
     }
 }

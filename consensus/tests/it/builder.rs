@@ -264,3 +264,98 @@ fn protected_signer_output_feeds_the_builder() {
     }
     assert_eq!(certificates(&b.process(&SEED)).len(), 1);
 }
+
+/// An aggregate of `signers`' partials of `c`, built by a builder that
+/// verified them (as a slice's collector does).
+fn slice_aggregate(
+    c: &resolvd_consensus::Committee,
+    cm: &VerdictCommitment,
+    signers: &[u32],
+) -> Attestation {
+    let mut b = CertificateBuilder::new(c.clone(), domain());
+    for &i in signers {
+        b.on_partial(&partial(i, cm)).unwrap();
+    }
+    b.process(&SEED);
+    b.aggregate_of(&cm.eip712_digest(&domain()), signers).expect("verified partials")
+}
+
+#[test]
+fn aggregates_of_slices_combine_with_partials_into_one_certificate() {
+    let c = committee(9, &[1], DEFAULT_THRESHOLD_BPS);
+    let cm = commitment(11, ReexecVerdict::Reproduced);
+    let digest = cm.eip712_digest(&domain());
+    let mut b = CertificateBuilder::new(c.clone(), domain());
+    // Two slices' aggregates (3 signers each) and one partial: 7 of 9.
+    let first = slice_aggregate(&c, &cm, &[0, 1, 2]);
+    let second = slice_aggregate(&c, &cm, &[3, 4, 5]);
+    assert_eq!(first.signers, vec![0, 1, 2]);
+    first.verify(&c, &domain()).unwrap();
+    assert_eq!(b.on_aggregate(&first).unwrap(), Queued::New);
+    assert_eq!(b.on_aggregate(&first).unwrap(), Queued::Duplicate, "the same one queued");
+    assert!(!b.could_certify(&digest));
+    b.on_aggregate(&second).unwrap();
+    b.on_partial(&partial(6, &cm)).unwrap();
+    assert!(b.could_certify(&digest));
+    let events = b.process(&SEED);
+    let verified =
+        events.iter().filter(|e| matches!(e, BuilderEvent::AggregateVerified(_))).count();
+    assert_eq!(verified, 2);
+    let qcs = certificates(&events);
+    assert_eq!(qcs.len(), 1);
+    assert_eq!(qcs[0].non_signers, vec![7, 8]);
+    qcs[0].verify(&c, &domain()).unwrap();
+    // Covered signers: a subset of a verified aggregate is a duplicate.
+    let subset = slice_aggregate(&c, &cm, &[1, 2]);
+    assert_eq!(b.on_aggregate(&subset).unwrap(), Queued::Duplicate);
+    assert_eq!(b.signer_count(&digest), 7);
+    // So is the partial of a signer an aggregate covers (not verified again).
+    assert_eq!(b.on_partial(&partial(4, &cm)).unwrap(), Queued::Duplicate);
+    assert_eq!(b.on_partial(&partial(7, &cm)).unwrap(), Queued::New);
+}
+
+#[test]
+fn overlapping_and_invalid_aggregates_never_make_an_invalid_certificate() {
+    let c = committee(9, &[1], DEFAULT_THRESHOLD_BPS);
+    let cm = commitment(12, ReexecVerdict::Reproduced);
+    let digest = cm.eip712_digest(&domain());
+    let mut b = CertificateBuilder::new(c.clone(), domain());
+    // A garbage aggregate claiming six signers: one pairing, rejected.
+    let mut garbage = slice_aggregate(&c, &cm, &[0, 1, 2, 3, 4, 5]);
+    garbage.signature = slice_aggregate(&c, &cm, &[0, 1, 2, 3, 4]).signature;
+    b.on_aggregate(&garbage).unwrap();
+    // Overlapping genuine ones: {0..4} and {3..6} share 3 and 4.
+    b.on_aggregate(&slice_aggregate(&c, &cm, &[0, 1, 2, 3, 4])).unwrap();
+    b.on_aggregate(&slice_aggregate(&c, &cm, &[3, 4, 5, 6])).unwrap();
+    let events = b.process(&SEED);
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, BuilderEvent::AggregateInvalid(a) if a.signers.len() == 6)));
+    // 7 covered, but no disjoint pick reaches 6 of 9 (5 + partials: none).
+    assert_eq!(b.signer_count(&digest), 7);
+    assert!(certificates(&events).is_empty());
+    assert!(b.best_certificate(&digest).is_none());
+    // The partials of 5 and 6 complete the larger aggregate.
+    b.on_partial(&partial(5, &cm)).unwrap();
+    b.on_partial(&partial(6, &cm)).unwrap();
+    let qcs = certificates(&b.process(&SEED));
+    assert_eq!(qcs.len(), 1);
+    assert_eq!(qcs[0].non_signers, vec![7, 8]);
+    qcs[0].verify(&c, &domain()).unwrap();
+}
+
+#[test]
+fn aggregates_are_checked_before_they_are_queued() {
+    let c = committee(4, &[1], DEFAULT_THRESHOLD_BPS);
+    let cm = commitment(13, ReexecVerdict::Reproduced);
+    let mut b = CertificateBuilder::new(c.clone(), domain());
+    let mut a = slice_aggregate(&c, &cm, &[0, 1]);
+    a.signers = vec![0, 9];
+    assert!(b.on_aggregate(&a).is_err(), "a non-member");
+    a.signers = vec![];
+    assert!(matches!(b.on_aggregate(&a), Err(Error::EmptyAggregate)));
+    a.signers = vec![0, 1];
+    a.epoch = 2;
+    assert!(matches!(b.on_aggregate(&a), Err(Error::WrongEpoch { .. })));
+    assert_eq!(b.pending(), 0);
+}

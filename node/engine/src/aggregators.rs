@@ -1,46 +1,84 @@
 //! Dissemination: how a node's own partials and commitments reach the
 //! committee. Flooded on gossip, every member verifies and forwards every
 //! partial, so a node's bytes and CPU grow linearly in the committee size.
-//! With aggregators, each member sends them straight to a few members (the
-//! first of the deal's submitter order), which verify them in batches, build
-//! the certificate and gossip it; everyone else verifies one certificate.
 //!
-//! A group of aggregators that withholds (or crashed) is routed around by
-//! escalation: a member still without a certificate `escalate_after` after
-//! sending to a group sends to the next one, twice as large, and past the
-//! end of the committee gossips to everyone. Groups are disjoint and grow
-//! `k, 2k, 4k, …`, so however the deal id places the byzantine members, they
-//! can hold up at most `⌈log₂(f / k + 1)⌉` groups (`f` byzantine members):
-//! at N = 1,024, k = 8 and f = 341, five escalations.
+//! With aggregators, the deal's submitter order ([`submit_order`]) is cut into
+//! *slices* of `slice` members; the first `collectors` members of each slice
+//! collect it. A member sends its partial to its slice's collectors; a
+//! collector verifies its slice's partials (at most `slice`, so a slice's
+//! garbage costs it at most `2 · slice` pairings) and sends their aggregate
+//! (a [`SignerAggregate`]: signer list and one signature) to the first group
+//! of aggregators, again when it grows. An aggregator verifies each aggregate
+//! that adds signers with one pairing, combines disjoint ones with any
+//! partials it holds into a certificate and gossips it; every other member
+//! verifies one certificate. Committees of at most `slice` members skip the
+//! slices: members send to the aggregators directly.
+//!
+//! Withholding is routed around by escalation: a member still without a
+//! certificate `escalate_after` after sending sends its partial straight to
+//! the next group of aggregators (and a collector its slices' aggregates),
+//! twice as large as the one before, and past the end of the committee
+//! gossips it to everyone. Groups are disjoint and grow `k, 2k, 4k, …`, so
+//! however the deal id places `f` byzantine members, they hold up at most
+//! `⌈log₂(f / k + 1)⌉` rounds.
 
 use super::*;
 use alloy_primitives::B256;
-use resolvd_proto::wire::Gossip;
+use resolvd_consensus::Attestation;
+use resolvd_proto::wire::{Gossip, SignerAggregate};
 use std::time::{Duration, Instant};
-use tracing::info;
+use tracing::{info, warn};
 
 /// How a node's own partials and commitments reach the committee.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dissemination {
     /// Gossiped to every member: each one verifies and forwards every partial.
     Flood,
-    /// Sent to the dispute's aggregators ([`aggregator_group`]); the
-    /// certificates they build are gossiped.
-    Aggregators {
-        /// Members in the first group.
-        group: usize,
-        /// Without a certificate this long after a partial went to a group,
-        /// it goes to the next one.
-        escalate_after: Duration,
-    },
+    /// Sent to the dispute's aggregators, through its slices' collectors.
+    Aggregators(Aggregation),
 }
 
-/// Which group of the deal's aggregators the own partial went to, and when
-/// the next group is due.
+/// The shape of aggregation ([`Dissemination::Aggregators`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Aggregation {
+    /// Members in the first group of aggregators.
+    pub group: usize,
+    /// Members per slice (0: no slices, partials go to the aggregators).
+    pub slice: usize,
+    /// Collectors per slice: its first members.
+    pub collectors: usize,
+    /// Without a certificate this long after a partial went out, it goes to
+    /// the next group.
+    pub escalate_after: Duration,
+    /// A collector sends a slice's aggregate this long after its first
+    /// verified partial (at once when the slice is complete), and again after
+    /// as long when it grew.
+    pub collect_wait: Duration,
+}
+
+impl Default for Aggregation {
+    fn default() -> Self {
+        Self {
+            group: 8,
+            slice: 32,
+            collectors: 6,
+            escalate_after: Duration::from_secs(1),
+            collect_wait: Duration::from_millis(50),
+        }
+    }
+}
+
+/// A dispute's aggregation state: the submitter order, which round the own
+/// partial is in, and the slices this node collects.
 #[derive(Debug, Default)]
 pub(crate) struct Escalation {
+    /// The committee in the deal's submitter order (computed once).
+    order: Vec<u32>,
     pub(crate) round: u32,
     pub(crate) next_at: Option<Instant>,
+    /// Per (digest, slice) this node collects: when its aggregate is due,
+    /// and how many signers the last one sent had.
+    slices: BTreeMap<(B256, usize), (Option<Instant>, usize)>,
 }
 
 /// The aggregators of `round` for `deal_id`: ranks `[k(2ʳ − 1), k(2ʳ⁺¹ − 1))`
@@ -48,46 +86,96 @@ pub(crate) struct Escalation {
 /// the end of the committee; empty past it (or for `group` 0). Round 0's
 /// first members are also the deal's first submitters.
 pub fn aggregator_group(deal_id: &B256, members: &[u32], group: usize, round: u32) -> Vec<u32> {
+    groups_of(&submit_order(deal_id, members), group, round).to_vec()
+}
+
+fn groups_of(order: &[u32], group: usize, round: u32) -> &[u32] {
     let rank = |r: u32| group.saturating_mul((1usize << r.min(31)).saturating_sub(1));
     let (start, end) = (rank(round), rank(round + 1));
-    if start >= members.len() {
-        return Vec::new();
+    if start >= order.len() {
+        return &[];
     }
-    let order = submit_order(deal_id, members);
-    order[start..end.min(order.len())].to_vec()
+    &order[start..end.min(order.len())]
+}
+
+impl Aggregation {
+    fn sliced(&self, members: usize) -> bool {
+        self.slice > 0 && members > self.slice
+    }
+
+    /// The slice (its number and members) of the member at `position` of
+    /// the submitter order.
+    fn slice_at<'a>(&self, order: &'a [u32], position: usize) -> (usize, &'a [u32]) {
+        let j = position / self.slice;
+        (j, &order[j * self.slice..((j + 1) * self.slice).min(order.len())])
+    }
+
+    /// Where a member's own partial goes in `round`.
+    fn targets(&self, order: &[u32], me: Option<u32>, round: u32) -> Vec<u32> {
+        if !self.sliced(order.len()) {
+            return groups_of(order, self.group, round).to_vec();
+        }
+        if round > 0 {
+            // Round 0's group had the slices' aggregates: the next one.
+            return groups_of(order, self.group, round).to_vec();
+        }
+        let Some(position) = me.and_then(|me| order.iter().position(|&m| m == me)) else {
+            return groups_of(order, self.group, 0).to_vec();
+        };
+        let (_, slice) = self.slice_at(order, position);
+        slice[..self.collectors.min(slice.len())].to_vec()
+    }
 }
 
 impl<O: MessageOrigin> Engine<O> {
+    fn aggregation(&self) -> Option<Aggregation> {
+        match self.cfg.dissemination {
+            Dissemination::Aggregators(a) => Some(a),
+            Dissemination::Flood => None,
+        }
+    }
+
     /// Whether own partials go to aggregators.
     pub(crate) fn aggregating(&self) -> bool {
-        matches!(self.cfg.dissemination, Dissemination::Aggregators { .. })
+        self.aggregation().is_some()
+    }
+
+    /// The deal's submitter order and this node's index, once the dispute's
+    /// committee is loaded.
+    fn order(&mut self, deal_id: &B256) -> Option<(Vec<u32>, Option<u32>)> {
+        let d = self.disputes.get(deal_id)?;
+        let committee = self.chain.committees.get(&d.info.epoch)?;
+        let me = self.identity.me.as_ref().and_then(|k| committee.index_of(k));
+        if d.aggregators.order.is_empty() {
+            let members: Vec<u32> = committee.members().iter().map(|m| m.index).collect();
+            let order = submit_order(deal_id, &members);
+            self.disputes.get_mut(deal_id)?.aggregators.order = order;
+        }
+        Some((self.disputes.get(deal_id)?.aggregators.order.clone(), me))
     }
 
     /// Sends an own message (partial or commitment) of dispute `deal_id`:
-    /// gossiped, or to the aggregators of the dispute's current round, the
-    /// first partial sent there starting the escalation timer.
+    /// gossiped, or where the dispute's current round sends it, the first
+    /// partial sent starting the escalation timer.
     pub(crate) fn send_own(&mut self, deal_id: &B256, gossip: Gossip, now: Instant) {
-        let Dissemination::Aggregators { group, escalate_after } = self.cfg.dissemination else {
+        let Some(a) = self.aggregation() else {
             return self.push(Action::Publish(gossip));
         };
-        let Some(d) = self.disputes.get(deal_id) else { return };
-        let Some(committee) = self.chain.committees.get(&d.info.epoch) else {
+        let Some((order, me)) = self.order(deal_id) else {
             // (An own partial exists only once the committee is loaded.)
             return self.push(Action::Publish(gossip));
         };
-        let members: Vec<u32> = committee.members().iter().map(|m| m.index).collect();
-        let me = self.identity.me.as_ref().and_then(|k| committee.index_of(k));
-        let mut to = aggregator_group(deal_id, &members, group, d.aggregators.round);
+        let Some(d) = self.disputes.get_mut(deal_id) else { return };
+        let mut to = a.targets(&order, me, d.aggregators.round);
         if to.is_empty() {
             // Past the end of the committee: everyone.
             return self.push(Action::Publish(gossip));
         }
-        let Some(d) = self.disputes.get_mut(deal_id) else { return };
         if matches!(gossip, Gossip::Verdict(_))
             && d.submission.certificate.is_none()
             && d.aggregators.next_at.is_none()
         {
-            d.aggregators.next_at = Some(now + escalate_after);
+            d.aggregators.next_at = Some(now + a.escalate_after);
         }
         to.retain(|&i| Some(i) != me);
         if !to.is_empty() {
@@ -95,9 +183,168 @@ impl<O: MessageOrigin> Engine<O> {
         }
     }
 
+    /// A partial of `signer` for `digest` verified and counted here: if this
+    /// node collects the signer's slice, the slice's aggregate is due
+    /// (at once if the slice is complete).
+    pub(crate) fn collected(&mut self, deal_id: &B256, digest: B256, signer: u32, now: Instant) {
+        let Some(a) = self.aggregation() else { return };
+        let Some((order, Some(me))) = self.order(deal_id) else { return };
+        if !a.sliced(order.len()) {
+            return;
+        }
+        let Some(position) = order.iter().position(|&m| m == signer) else { return };
+        let (j, slice) = a.slice_at(&order, position);
+        if !slice[..a.collectors.min(slice.len())].contains(&me) {
+            return;
+        }
+        let Some(d) = self.disputes.get(deal_id) else { return };
+        let complete = self.builders.get(&(d.info.escrow, d.info.epoch)).is_some_and(|b| {
+            b.aggregate_of(&digest, slice).is_some_and(|x| x.signers.len() == slice.len())
+        });
+        let Some(d) = self.disputes.get_mut(deal_id) else { return };
+        let entry = d.aggregators.slices.entry((digest, j)).or_insert((None, 0));
+        let due = if complete { now } else { now + a.collect_wait };
+        entry.0 = Some(entry.0.map_or(due, |t| t.min(due)));
+    }
+
+    /// Sends the slice aggregates due (an `on_tick` job, and after a batch).
+    pub(crate) fn collect_due(&mut self, now: Instant) {
+        let Some(a) = self.aggregation() else { return };
+        let mut sends = Vec::new();
+        for d in self.disputes.values_mut() {
+            if d.phase.is_final() || d.aggregators.slices.is_empty() {
+                continue;
+            }
+            let Some(builder) = self.builders.get(&(d.info.escrow, d.info.epoch)) else {
+                continue;
+            };
+            let Some(committee) = self.chain.committees.get(&d.info.epoch) else { continue };
+            let me = self.identity.me.as_ref().and_then(|k| committee.index_of(k));
+            let order = &d.aggregators.order;
+            let round = d.aggregators.round;
+            let mut to = groups_of(order, a.group, round).to_vec();
+            to.retain(|&i| Some(i) != me);
+            for ((digest, j), (due, sent)) in &mut d.aggregators.slices {
+                if due.is_none_or(|t| now < t) {
+                    continue;
+                }
+                let slice = &order[*j * a.slice..((*j + 1) * a.slice).min(order.len())];
+                let Some(aggregate) = builder.aggregate_of(digest, slice) else {
+                    *due = None;
+                    continue;
+                };
+                if aggregate.signers.len() <= *sent {
+                    *due = None;
+                    continue;
+                }
+                *sent = aggregate.signers.len();
+                // Again only if it grows, and not before `collect_wait`.
+                *due = None;
+                if !to.is_empty() {
+                    sends.push((to.clone(), Box::new(aggregate.to_wire())));
+                }
+            }
+        }
+        for (to, aggregate) in sends {
+            self.push(Action::Send { to, gossip: Gossip::Aggregate(aggregate) });
+        }
+    }
+
+    /// An aggregate of a slice's partials from a collector: cheap checks
+    /// now, its signature in the next batch (only if it adds a signer then).
+    pub(crate) fn on_aggregate(&mut self, w: SignerAggregate, origin: O, now: Instant) {
+        let deal_id = w.commitment.deal_id;
+        let screen = match self.disputes.get(&deal_id) {
+            None => Err(Validation::Ignore),
+            Some(d) if d.phase.is_final() || d.submission.certificate.is_some() => {
+                Err(Validation::Ignore)
+            }
+            Some(d) if w.epoch != d.info.epoch || !matches_deal(&w.commitment, &d.info) => {
+                warn!(target: "p2p", peer = %origin.peer(), deal = %deal_id, "aggregate does not match the confirmed deal");
+                Err(Validation::Reject)
+            }
+            Some(d) => Ok((d.info.escrow, d.info.epoch)),
+        };
+        let key = match screen {
+            Ok(key) => key,
+            Err(v) => return self.report(origin, Topic::Aggregates, v),
+        };
+        let attestation = match Attestation::from_wire(&w) {
+            Ok(a) => a,
+            Err(e) => {
+                warn!(target: "p2p", peer = %origin.peer(), error = %e, "bad aggregate encoding");
+                return self.report(origin, Topic::Aggregates, Validation::Reject);
+            }
+        };
+        if !self.queue.pending_quota.take(origin.peer(), MAX_PENDING_PER_PEER) {
+            metrics::count(&self.metrics.gossip_bounded, "pending_quota");
+            return self.report(origin, Topic::Aggregates, Validation::Ignore);
+        }
+        let Some(builder) = self.builders.get_mut(&key) else {
+            self.queue.pending_quota.give(origin.peer());
+            return self.report(origin, Topic::Aggregates, Validation::Ignore);
+        };
+        let domain = self.identity.domains.get(&key.0);
+        match builder.on_aggregate(&attestation) {
+            Ok(resolvd_consensus::Queued::New) => {
+                let digest = domain.map(|d| w.commitment.eip712_digest(d));
+                let urgent = digest.is_some_and(|digest| builder.could_certify(&digest));
+                let wait = self.aggregation().map_or(BATCH_WAIT, |a| a.collect_wait);
+                let due = now + if urgent { BATCH_WINDOW } else { wait };
+                self.queue.process_at = Some(self.queue.process_at.map_or(due, |at| at.min(due)));
+                let charged = Some(origin.peer().clone());
+                let id = aggregate_id(&attestation);
+                self.queue.aggregates.insert(id, (deal_id, origin, charged));
+            }
+            Ok(resolvd_consensus::Queued::Duplicate) => {
+                self.queue.pending_quota.give(origin.peer());
+                self.report(origin, Topic::Aggregates, Validation::Ignore);
+            }
+            Err(e) => {
+                self.queue.pending_quota.give(origin.peer());
+                warn!(target: "p2p", peer = %origin.peer(), error = %e, "rejecting aggregate");
+                self.report(origin, Topic::Aggregates, Validation::Reject);
+            }
+        }
+    }
+
+    /// The verdict on a queued aggregate after its batch: its origin is
+    /// told, and a verified one lists its signers and is checked for
+    /// equivocation.
+    pub(crate) fn on_aggregate_checked(
+        &mut self,
+        a: Attestation,
+        acceptance: Validation,
+        now: Instant,
+    ) {
+        if let Some((_, origin, charged)) = self.queue.aggregates.remove(&aggregate_id(&a)) {
+            if let Some(peer) = &charged {
+                self.queue.pending_quota.give(peer);
+            }
+            if acceptance == Validation::Reject {
+                warn!(target: "p2p", peer = %origin.peer(), signers = a.signers.len(), "rejecting aggregate with an invalid signature");
+            }
+            self.report(origin, Topic::Aggregates, acceptance);
+        }
+        if acceptance != Validation::Accept {
+            return;
+        }
+        let deal_id = a.commitment.deal_id;
+        let Some(d) = self.disputes.get_mut(&deal_id) else { return };
+        let escrow = d.info.escrow;
+        if let Some(domain) = self.identity.domains.get(&escrow) {
+            let list = d.record.signers.entry(a.commitment.eip712_digest(domain)).or_default();
+            list.extend(a.signers.iter().copied());
+            list.sort_unstable();
+            list.dedup();
+        }
+        self.check_conflict(escrow, a, now);
+    }
+
     /// Escalation (an `on_tick` job): the own partial (after the own
     /// commitment, with commit-reveal) of each open dispute still without a
-    /// certificate when its timer is due goes to the next group.
+    /// certificate when its timer is due goes to the next group, and so do
+    /// the aggregates of the slices this node collects.
     pub(crate) fn escalate(&mut self, now: Instant) {
         if !self.aggregating() {
             return;
@@ -113,6 +360,9 @@ impl<O: MessageOrigin> Engine<O> {
                 continue;
             }
             d.aggregators.round += 1;
+            for (due, sent) in d.aggregators.slices.values_mut() {
+                (*due, *sent) = (Some(now), 0);
+            }
             let commit = d.reveal.own_commit.filter(|_| d.reveal.reveal_window.is_some());
             let mut sends: Vec<Gossip> = commit.into_iter().map(Gossip::Commit).collect();
             sends.push(Gossip::Verdict(own));
@@ -126,4 +376,10 @@ impl<O: MessageOrigin> Engine<O> {
             }
         }
     }
+}
+
+/// A queued aggregate's key: its signers and signature over its commitment.
+pub(crate) fn aggregate_id(a: &Attestation) -> B256 {
+    use resolvd_proto::wire::WireMessage;
+    alloy_primitives::keccak256(a.to_wire().encode_wire())
 }

@@ -280,6 +280,10 @@ impl<O: MessageOrigin> Engine<O> {
         }
         let escrow = d.info.escrow;
         let qc = self.builders.get_mut(&(escrow, p.epoch)).and_then(|b| b.count_verified(p));
+        if let Some(domain) = self.identity.domains.get(&escrow) {
+            let digest = p.commitment.eip712_digest(domain);
+            self.collected(&p.commitment.deal_id, digest, p.signer_index, now);
+        }
         if let Some(qc) = qc {
             self.on_certificate(qc, true, now);
         }

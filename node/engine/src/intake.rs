@@ -81,6 +81,7 @@ impl<O: MessageOrigin> Engine<O> {
                     self.report(origin, Topic::Evidence, acceptance);
                 }
             }
+            Gossip::Aggregate(a) => self.on_aggregate(*a, origin, now),
         }
     }
 

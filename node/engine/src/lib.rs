@@ -48,7 +48,7 @@ pub use action::{
     Action, AnchorRef, AnchorStatus, ConfirmSource, Confirmation, Gathered, MessageOrigin,
     SlashRequest, SlashResult, SubmitResult, Validation,
 };
-pub use aggregators::{aggregator_group, Dissemination};
+pub use aggregators::{aggregator_group, Aggregation, Dissemination};
 pub use dispute::{matches_deal, CommitReveal, DisputeStatus, DisputeView, Phase};
 pub use metrics::EngineMetrics;
 pub use replay::gather;
@@ -392,7 +392,7 @@ impl<O: MessageOrigin> Engine<O> {
     /// 3. commit-reveal timers (the reveal, the fallbacks), before submission
     ///    (a certificate a fallback completes is sent in the same tick) and
     ///    before republishing (the partial goes out, not the commitment again),
-    ///    then escalation to the next aggregators;
+    ///    then escalation to the next aggregators and the slice aggregates due;
     /// 4. submissions (each certificate widened first) and slashings, if this
     ///    node sends transactions;
     /// 5. republishing of own partials, commitments and certificates;
@@ -406,6 +406,7 @@ impl<O: MessageOrigin> Engine<O> {
         self.expire(now);
         self.reveal_timers(now);
         self.escalate(now);
+        self.collect_due(now);
         if self.cfg.submits {
             self.submit_due(now);
             self.slash_due(now);
@@ -484,6 +485,21 @@ impl<O: MessageOrigin> Engine<O> {
                 for origin in e.origins {
                     self.report(origin, Topic::Verdicts, Validation::Ignore);
                 }
+            }
+        }
+        let aggregates: Vec<B256> = self
+            .queue
+            .aggregates
+            .iter()
+            .filter(|(_, (deal, _, _))| deal == deal_id)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in aggregates {
+            if let Some((_, origin, charged)) = self.queue.aggregates.remove(&key) {
+                if let Some(peer) = &charged {
+                    self.queue.pending_quota.give(peer);
+                }
+                self.report(origin, Topic::Aggregates, Validation::Ignore);
             }
         }
         let commits: Vec<PartialCommit> =

@@ -20,6 +20,9 @@ pub(crate) struct VerifyQueue<O: MessageOrigin> {
     pub(crate) pending_quota: Quota<O::Peer>,
     /// When the next batch is due.
     pub(crate) process_at: Option<Instant>,
+    /// Aggregates waiting for the batch (by [`aggregators::aggregate_id`]):
+    /// their deal, origin and the peer whose pending quota they use.
+    pub(crate) aggregates: HashMap<B256, (B256, O, Option<O::Peer>)>,
 }
 
 impl<O: MessageOrigin> Default for VerifyQueue<O> {
@@ -29,6 +32,7 @@ impl<O: MessageOrigin> Default for VerifyQueue<O> {
             pending_commits: HashMap::new(),
             pending_quota: Quota::default(),
             process_at: None,
+            aggregates: HashMap::new(),
         }
     }
 }
@@ -244,7 +248,13 @@ impl<O: MessageOrigin> Engine<O> {
                 // not held back.
                 let commit_reveal = reveal.is_some_and(|(on, _)| on);
                 let urgent = mine || commit_reveal || builder.could_certify(&digest);
-                let due = now + if urgent { BATCH_WINDOW } else { BATCH_WAIT };
+                // With aggregators a node verifies few partials: its slices'
+                // (a collector) and escalated ones, and waits less.
+                let wait = match self.cfg.dissemination {
+                    Dissemination::Aggregators(a) => a.collect_wait,
+                    Dissemination::Flood => BATCH_WAIT,
+                };
+                let due = now + if urgent { BATCH_WINDOW } else { wait };
                 self.queue.process_at = Some(self.queue.process_at.map_or(due, |at| at.min(due)));
                 let origins = origin.into_iter().collect();
                 self.queue.deferred.insert(key, Deferred { partial: p, origins, arrived, charged });
@@ -289,9 +299,19 @@ impl<O: MessageOrigin> Engine<O> {
                 BuilderEvent::Invalid { signer, digest, wire } => {
                     self.on_invalid_partial((digest, signer, wire));
                 }
+                BuilderEvent::AggregateVerified(a) => {
+                    self.on_aggregate_checked(*a, Validation::Accept, now)
+                }
+                BuilderEvent::AggregateInvalid(a) => {
+                    self.on_aggregate_checked(*a, Validation::Reject, now)
+                }
+                BuilderEvent::AggregateCovered(a) => {
+                    self.on_aggregate_checked(*a, Validation::Ignore, now)
+                }
                 BuilderEvent::Certificate(qc) => self.on_certificate(*qc, true, now),
             }
         }
+        self.collect_due(now);
     }
 
     /// A queued partial (message `key`) verified in the batch: its origins
@@ -324,10 +344,12 @@ impl<O: MessageOrigin> Engine<O> {
                 list.sort_unstable();
             }
             // (With commit-reveal, persisted once counted.)
-            if d.reveal.reveal_window.is_none()
-                && d.own.as_ref().is_none_or(|o| o.signer_index != signer)
-            {
+            let counted = d.reveal.reveal_window.is_none();
+            if counted && d.own.as_ref().is_none_or(|o| o.signer_index != signer) {
                 self.actions.push_back(Action::PersistPartial(p.clone()));
+            }
+            if counted {
+                self.collected(&p.commitment.deal_id, digest, signer, now);
             }
         }
         self.on_verified_reveal(&p, digest, arrived, now);

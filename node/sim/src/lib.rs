@@ -22,6 +22,7 @@
 mod config;
 mod error;
 pub mod net;
+pub mod plot;
 mod report;
 mod rng;
 mod sim;

@@ -4,7 +4,7 @@
 #![allow(clippy::disallowed_macros)] // the CLI's own output
 
 use clap::{Parser, Subcommand};
-use resolvd_engine::Dissemination;
+use resolvd_engine::{Aggregation, Dissemination};
 use resolvd_sim::{Config, Faults, Latency, PublishTo, Report};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,13 @@ enum Command {
         /// K > 0 sends them to aggregators (K in the first group).
         #[arg(long = "each-aggregators", value_delimiter = ',', default_value = "0,8")]
         each_aggregators: Vec<usize>,
+        /// Also write the table into this Markdown file, between the lines
+        /// `<!-- sim-table:begin -->` and `<!-- sim-table:end -->`.
+        #[arg(long)]
+        write: Option<std::path::PathBuf>,
+        /// Also write an SVG plot of p99 and bytes against N here.
+        #[arg(long)]
+        plot: Option<std::path::PathBuf>,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -74,10 +81,21 @@ struct RunArgs {
     /// 0: flooded on gossip.
     #[arg(long, default_value_t = 0)]
     aggregators: usize,
-    /// With aggregators: without a certificate this long (ms) after sending to
-    /// a group, a member sends to the next one.
-    #[arg(long, default_value_t = 500)]
+    /// With aggregators: members per slice (0: partials go to the
+    /// aggregators directly).
+    #[arg(long, default_value_t = 32)]
+    slice: usize,
+    /// With aggregators: collectors per slice.
+    #[arg(long, default_value_t = 6)]
+    collectors: usize,
+    /// With aggregators: without a certificate this long (ms) after sending,
+    /// a member sends to the next group.
+    #[arg(long, default_value_t = 1000)]
     escalate_ms: u64,
+    /// With aggregators: a collector sends a slice's aggregate this long (ms)
+    /// after its first partial, unless the slice is complete sooner.
+    #[arg(long, default_value_t = 50)]
+    collect_ms: u64,
     /// Stop after this much virtual time, seconds.
     #[arg(long, default_value_t = 40)]
     max_secs: u64,
@@ -97,10 +115,13 @@ impl RunArgs {
         cfg.net.publish = self.publish.parse::<PublishTo>()?;
         cfg.max_time = Duration::from_secs(self.max_secs);
         if self.aggregators > 0 {
-            cfg.dissemination = Dissemination::Aggregators {
+            cfg.dissemination = Dissemination::Aggregators(Aggregation {
                 group: self.aggregators,
+                slice: self.slice,
+                collectors: self.collectors,
                 escalate_after: Duration::from_millis(self.escalate_ms),
-            };
+                collect_wait: Duration::from_millis(self.collect_ms),
+            });
         }
         Ok(cfg)
     }
@@ -121,8 +142,11 @@ fn main() -> eyre::Result<()> {
             }
             eprintln!("simulated in {:.1} s", started.elapsed().as_secs_f64());
         }
-        Some(Command::Bench { sizes, mixes, each_aggregators, mut run }) => {
-            println!("{}", Report::TABLE_HEADER.replace(" |\n", " | simulated in |\n") + " --- |");
+        Some(Command::Bench { sizes, mixes, each_aggregators, write, plot, mut run }) => {
+            let header = Report::TABLE_HEADER.replace(" |\n", " | simulated in |\n") + " --- |";
+            println!("{header}");
+            let mut table = vec![header];
+            let mut runs = Vec::new();
             for n in sizes {
                 for (k, f) in
                     each_aggregators.iter().flat_map(|k| mixes.iter().map(move |f| (k, f)))
@@ -132,10 +156,37 @@ fn main() -> eyre::Result<()> {
                     let started = Instant::now();
                     let report = resolvd_sim::run(cfg)?;
                     let wall = started.elapsed().as_secs_f64();
-                    println!("{} {wall:.1} s |", report.table_row());
+                    let row = format!("{} {wall:.1} s |", report.table_row());
+                    println!("{row}");
+                    table.push(row);
+                    let how = if *k == 0 { "flood" } else { "aggregators" };
+                    runs.push((format!("{how}, {f}"), report));
                 }
+            }
+            if let Some(path) = write {
+                write_between(&path, "<!-- sim-table:begin -->", "<!-- sim-table:end -->", &table)?;
+            }
+            if let Some(path) = plot {
+                std::fs::write(&path, resolvd_sim::plot::svg(&runs))?;
             }
         }
     }
+    Ok(())
+}
+
+/// Replaces the lines between `begin` and `end` in the file at `path`.
+fn write_between(
+    path: &std::path::Path,
+    begin: &str,
+    end: &str,
+    lines: &[String],
+) -> eyre::Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let (Some(b), Some(e)) = (text.find(begin), text.find(end)) else {
+        eyre::bail!("{}: no `{begin}` … `{end}` lines to write the table between", path.display());
+    };
+    eyre::ensure!(b < e, "{}: `{end}` comes before `{begin}`", path.display());
+    let out = format!("{}{begin}\n{}\n{}", &text[..b], lines.join("\n"), &text[e..]);
+    std::fs::write(path, out)?;
     Ok(())
 }

@@ -283,7 +283,10 @@ impl Report {
             publish: cfg.net.publish,
             partials: match cfg.dissemination {
                 Dissemination::Flood => "flood".to_owned(),
-                Dissemination::Aggregators { group, .. } => format!("aggregators {group}"),
+                Dissemination::Aggregators(a) if a.slice > 0 && cfg.nodes > a.slice => {
+                    format!("{}/{} of {} → {}", a.collectors, a.slice, cfg.nodes, a.group)
+                }
+                Dissemination::Aggregators(a) => format!("→ {}", a.group),
             },
             overhead_bytes: cfg.net.overhead,
             live: all.iter().filter(|s| s.role != Role::Crashed).count(),

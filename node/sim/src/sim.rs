@@ -692,6 +692,11 @@ impl Simulation {
             Action::Publish(gossip) => self.publish(node, gossip, work),
             Action::Send { to, gossip } => {
                 let Some(gossip) = self.as_role(node, gossip) else { return };
+                if let Gossip::Aggregate(a) = &gossip {
+                    // Summing the slice's signatures.
+                    work.cost +=
+                        self.cfg.costs.aggregate_per_signer * a.signer_indices.len() as u32;
+                }
                 let msg = self.intern(&gossip);
                 let to: Vec<u32> = to.into_iter().filter(|&p| p != node).collect();
                 work.cost += self.cfg.costs.send * to.len() as u32;
@@ -704,6 +709,12 @@ impl Simulation {
                     work.rejected_partials += 1;
                 }
                 if topic == Topic::Certificates && acceptance != Validation::Ignore {
+                    let signers = self.messages[origin.msg as usize].signers;
+                    work.cost += costs.check_certificate(signers);
+                }
+                // An aggregate is verified in the batch unless it added no
+                // signer by then (ignored unverified).
+                if topic == Topic::Aggregates && acceptance != Validation::Ignore {
                     let signers = self.messages[origin.msg as usize].signers;
                     work.cost += costs.check_certificate(signers);
                 }
@@ -756,9 +767,14 @@ impl Simulation {
             (Gossip::Verdict(p), Role::Garbage) if p.signer_index == node => {
                 Gossip::Verdict(self.garbage(p))
             }
-            (Gossip::Certificate(_), Role::Withholding) => {
+            (Gossip::Certificate(_) | Gossip::Aggregate(_), Role::Withholding) => {
                 self.nodes[node as usize].stats.withheld += 1;
                 return None;
+            }
+            (Gossip::Aggregate(mut a), Role::Garbage) => {
+                let digest = B256::from_slice(&Sha256::digest(a.aggregate_signature));
+                a.aggregate_signature = member_key(node as usize).sign(&digest).compress();
+                Gossip::Aggregate(a)
             }
             (Gossip::Certificate(mut c), Role::Garbage) => {
                 let digest = B256::from_slice(&Sha256::digest(c.aggregate_signature));
@@ -816,6 +832,7 @@ impl Simulation {
         }
         let signers = match gossip {
             Gossip::Certificate(c) => self.committee_size - c.non_signer_indices.len(),
+            Gossip::Aggregate(a) => a.signer_indices.len(),
             _ => 0,
         };
         let m = self.messages.len() as u32;

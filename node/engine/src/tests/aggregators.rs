@@ -6,11 +6,24 @@ use super::*;
 
 const ESCALATE: Duration = Duration::from_millis(500);
 
+/// Aggregators without slices: partials go to groups of 1, 2, 4, … members.
 fn aggregating() -> EngineConfig {
-    EngineConfig {
-        dissemination: Dissemination::Aggregators { group: 1, escalate_after: ESCALATE },
-        ..EngineConfig::default()
-    }
+    with(Aggregation { group: 1, slice: 0, escalate_after: ESCALATE, ..Aggregation::default() })
+}
+
+/// Two slices of two members, each collected by its first; one aggregator.
+fn sliced() -> EngineConfig {
+    with(Aggregation {
+        group: 1,
+        slice: 2,
+        collectors: 1,
+        escalate_after: ESCALATE,
+        ..Aggregation::default()
+    })
+}
+
+fn with(a: Aggregation) -> EngineConfig {
+    EngineConfig { dissemination: Dissemination::Aggregators(a), ..EngineConfig::default() }
 }
 
 /// The members of deal `a` in its submitter order.
@@ -27,6 +40,7 @@ fn sends(actions: &[Action]) -> Vec<(Vec<u32>, &'static str)> {
                 match gossip {
                     Gossip::Verdict(_) => "verdict",
                     Gossip::Commit(_) => "commit",
+                    Gossip::Aggregate(_) => "aggregate",
                     _ => "other",
                 },
             )),
@@ -132,4 +146,111 @@ fn flood_gossips_own_partials_and_never_sends_directly() {
     rig.later(ESCALATE * 8);
     rig.engine.on_tick(rig.now);
     assert!(sends(&rig.drain()).is_empty());
+}
+
+fn aggregate_of(parts: &[SignedVerdict]) -> resolvd_proto::wire::SignerAggregate {
+    let signatures: Vec<Signature> =
+        parts.iter().map(|p| Signature::from_compressed(&p.signature).unwrap()).collect();
+    resolvd_proto::wire::SignerAggregate {
+        commitment: parts[0].commitment,
+        epoch: parts[0].epoch,
+        signer_indices: parts.iter().map(|p| p.signer_index).collect(),
+        aggregate_signature: Signature::aggregate(&signatures).unwrap().compress(),
+    }
+}
+
+#[test]
+fn a_collector_sends_its_complete_slice_to_the_aggregators() {
+    let a = announcement(1);
+    let order = order(&a);
+    // Slice 1 is order[2..4], collected by order[2]; the aggregator is order[0].
+    let me = order[2];
+    let mut rig = Rig::with(Some(me as usize), sliced());
+    let p = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    let actions = rig.drain();
+    assert!(sends(&actions).is_empty() && !publishes_verdict(&actions), "its own collector");
+    // The other member of the slice sends its partial here.
+    let other = partial(order[3] as usize, EPOCH, p.commitment);
+    rig.gossip_partial(other.clone(), origin(order[3] as u8));
+    let actions = rig.batch();
+    let out: Vec<_> = actions
+        .iter()
+        .filter_map(|x| match x {
+            Action::Send { to, gossip: Gossip::Aggregate(agg) } => Some((to.clone(), agg.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(out.len(), 1, "complete: sent after the batch, {actions:?}");
+    assert_eq!(out[0].0, vec![order[0]]);
+    let mut signers = vec![order[2], order[3]];
+    signers.sort_unstable();
+    assert_eq!(out[0].1.signer_indices, signers);
+    // Nothing new: not sent again.
+    rig.later(ESCALATE / 2);
+    rig.engine.on_tick(rig.now);
+    assert!(sends(&rig.drain()).iter().all(|(_, kind)| *kind != "aggregate"));
+    // No certificate: the partial and the slice's aggregate go to the next
+    // group (order[1..3], this node aside).
+    rig.later(ESCALATE / 2);
+    rig.engine.on_tick(rig.now);
+    assert_eq!(
+        sends(&rig.drain()),
+        vec![(vec![order[1]], "verdict"), (vec![order[1]], "aggregate")]
+    );
+}
+
+#[test]
+fn an_aggregator_certifies_from_a_slice_aggregate_and_its_own_partial() {
+    let a = announcement(1);
+    let order = order(&a);
+    let me = order[0];
+    let mut rig = Rig::with(Some(me as usize), sliced());
+    let p = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let slice: Vec<SignedVerdict> = {
+        let mut s = vec![order[2], order[3]];
+        s.sort_unstable();
+        s.into_iter().map(|i| partial(i as usize, EPOCH, p.commitment)).collect()
+    };
+    // A forged aggregate (one signature short) is rejected after its batch.
+    let mut forged = aggregate_of(&slice);
+    forged.aggregate_signature = slice[0].signature;
+    rig.engine.on_gossip(origin(40), Gossip::Aggregate(Box::new(forged)), rig.now);
+    assert!(reports(&rig.drain()).is_empty(), "verified in the batch");
+    let actions = rig.batch();
+    assert_eq!(reports(&actions), vec![(Topic::Aggregates, Validation::Reject)]);
+    assert!(certificate_of(&actions).is_none());
+    // The genuine one: 3 of 4 with the own partial.
+    rig.engine.on_gossip(origin(41), Gossip::Aggregate(Box::new(aggregate_of(&slice))), rig.now);
+    let actions = rig.batch();
+    assert_eq!(reports(&actions), vec![(Topic::Aggregates, Validation::Accept)]);
+    let qc = certificate_of(&actions).expect("a certificate");
+    assert_eq!(qc.non_signers, vec![order[1]]);
+    assert!(gossips_certificate(&actions));
+    let view = rig.engine.view(&a.deal_id).unwrap();
+    assert_eq!(view.signers.values().next().unwrap().len(), 3);
+    // Once certified, aggregates are ignored unverified.
+    rig.engine.on_gossip(origin(42), Gossip::Aggregate(Box::new(aggregate_of(&slice))), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Aggregates, Validation::Ignore)]);
+}
+
+#[test]
+fn a_member_of_a_slice_sends_to_its_collector_then_escalates_to_the_aggregators() {
+    let a = announcement(1);
+    let order = order(&a);
+    let me = order[3];
+    let mut rig = Rig::with(Some(me as usize), sliced());
+    rig.sign_through(&a, ReexecVerdict::Reproduced);
+    assert_eq!(sends(&rig.drain()), vec![(vec![order[2]], "verdict")]);
+    // Round 1: straight to the second group (the first had the slices').
+    rig.later(ESCALATE);
+    rig.engine.on_tick(rig.now);
+    assert_eq!(sends(&rig.drain()), vec![(vec![order[1], order[2]], "verdict")]);
+    // Round 2's group is this node alone; round 3 is past the committee.
+    rig.later(ESCALATE);
+    rig.engine.on_tick(rig.now);
+    assert!(sends(&rig.drain()).is_empty());
+    rig.later(ESCALATE);
+    rig.engine.on_tick(rig.now);
+    assert!(publishes_verdict(&rig.drain()));
 }

@@ -2,7 +2,7 @@
 //! faults, and the byte accounting. No wall-clock limits: the runs are
 //! judged on what they simulated, never on how long they took.
 
-use resolvd_engine::{Dissemination, Gossip};
+use resolvd_engine::{Aggregation, Dissemination, Gossip};
 use resolvd_sim::{run, Config, Faults, Role, Simulation};
 use std::time::Duration;
 
@@ -163,8 +163,11 @@ fn committee_of_64_certifies_and_settles_without_evidence() {
 
 fn aggregating(nodes: usize, seed: u64, faults: &str) -> Config {
     let mut cfg = config(nodes, seed, faults);
-    cfg.dissemination =
-        Dissemination::Aggregators { group: 8, escalate_after: Duration::from_millis(ESCALATE_MS) };
+    cfg.dissemination = Dissemination::Aggregators(Aggregation {
+        group: 8,
+        escalate_after: Duration::from_millis(ESCALATE_MS),
+        ..Aggregation::default()
+    });
     cfg
 }
 
@@ -175,7 +178,7 @@ fn aggregators_certify_every_honest_node_with_a_fraction_of_the_flood_bytes() {
     let flood = run(config(64, 12, "none")).unwrap();
     for faults in ["none", "withhold=1/3", "garbage=1/3"] {
         let r = run(aggregating(64, 12, faults)).unwrap();
-        assert_eq!(r.partials, "aggregators 8");
+        assert_eq!(r.partials, "6/32 of 64 → 8");
         assert!(r.all_honest_certified, "{}", r.to_json());
         assert!(r.settled);
         assert!(r.certificate_signers.unwrap() >= 43);
@@ -208,4 +211,19 @@ fn withholding_aggregators_are_routed_around_by_escalation() {
     let random = run(aggregating(64, 13, "withhold=1/3")).unwrap();
     assert!(random.all_honest_certified);
     assert!(random.seen_to_certificate_ms.as_ref().unwrap().p99 < ESCALATE_MS as f64);
+}
+
+#[test]
+fn the_plot_draws_one_line_per_series_in_each_panel_and_is_deterministic() {
+    let mut runs = Vec::new();
+    for n in [16, 24] {
+        runs.push(("flood, none".to_owned(), run(config(n, 14, "none")).unwrap()));
+        runs.push(("aggregators, none".to_owned(), run(aggregating(n, 14, "none")).unwrap()));
+    }
+    let svg = resolvd_sim::plot::svg(&runs);
+    assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+    assert_eq!(svg.matches("<polyline").count(), 4, "two series, two panels");
+    assert_eq!(svg.matches("<circle").count(), 8);
+    assert!(svg.contains("stroke-dasharray"), "aggregators dashed");
+    assert_eq!(svg, resolvd_sim::plot::svg(&runs));
 }
