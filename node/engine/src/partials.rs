@@ -416,7 +416,7 @@ impl<O: MessageOrigin> Engine<O> {
             committee.map(|c| c.members().iter().map(|m| m.index).collect()).unwrap_or_default();
         let me = self.identity.me.as_ref().and_then(|k| committee?.index_of(k));
         let rank = me.map_or(members.len(), |me| submit_rank(&deal_id, &members, me));
-        d.submission.submit_at = Some(now + self.cfg.submit_slot * rank as u32);
+        d.submission.submit_at = Some(now + submit_delay(self.cfg.submit_slot, rank));
         d.submission.submit_backoff = self.cfg.retry;
         info!(target: "pipeline", deal = %deal_id, outcome = ?qc.commitment.outcome, non_signers = ?qc.non_signers, built_here, rank, "certificate");
         d.submission.certificate = Some(qc.clone());

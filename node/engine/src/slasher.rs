@@ -211,7 +211,7 @@ impl<O: MessageOrigin> Engine<O> {
                 second: ev.second,
                 resolvers,
             },
-            at: now + self.cfg.submit_slot * rank as u32,
+            at: now + submit_delay(self.cfg.submit_slot, rank),
             running: false,
         });
     }

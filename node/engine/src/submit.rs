@@ -2,7 +2,7 @@
 
 use super::*;
 use alloy_primitives::{keccak256, B256};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 
 /// Nodes that gossip a certificate they built as soon as it forms: the first
@@ -21,6 +21,17 @@ pub const CERTIFICATE_GOSSIPERS: usize = 2;
 /// submitter rotates from deal to deal.
 pub fn submit_rank(deal_id: &B256, members: &[u32], me: u32) -> usize {
     submit_order(deal_id, members).into_iter().position(|i| i == me).unwrap_or(members.len())
+}
+
+/// How long the submitter at `rank` waits once it holds a certificate:
+/// `⌈log₂(rank + 1)⌉` slots. The first sends at once, the second after one
+/// slot, the next two after two, the next four after three: `f` members
+/// that hold the head of the order and never send (a deal id ground for
+/// it) delay `resolve` by `⌈log₂(f + 1)⌉` slots, not `f`. The price is paid
+/// only when every submitter before a slot failed: up to `2ˢ⁻¹` members
+/// send in slot `s` (a `resolve` that finds the deal settled is a success).
+pub fn submit_delay(slot: Duration, rank: usize) -> Duration {
+    slot * (usize::BITS - rank.leading_zeros())
 }
 
 /// `members` in the submitter order of `deal_id` (see [`submit_rank`]).

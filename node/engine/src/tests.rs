@@ -408,7 +408,7 @@ fn submitter_order_slots_and_already_resolved_and_transient_retry() {
         let qc = certificate(&a, &[0, 1, 2]);
         rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
         assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, Validation::Accept)]);
-        let slot = cfg.submit_slot * rank as u32;
+        let slot = submit_delay(cfg.submit_slot, rank);
         if rank > 0 {
             rig.later(slot - Duration::from_millis(1));
             rig.engine.on_tick(rig.now);
@@ -539,7 +539,7 @@ fn an_equivocation_is_slashed_once_by_the_first_submitter_then_never_again() {
     // Sent at this node's slot among the honest members.
     let honest = [0u32, 1, 3];
     let rank = submit_rank(&a.deal_id, &honest, 0);
-    rig.later(EngineConfig::default().submit_slot * rank as u32);
+    rig.later(submit_delay(EngineConfig::default().submit_slot, rank));
     rig.engine.on_tick(rig.now);
     let slash: Vec<_> = rig
         .drain()
@@ -1691,7 +1691,7 @@ fn a_built_certificate_is_gossiped_at_once_by_the_first_submitters_only_the_rest
                 continue;
             }
             // Not before its submit slot (republish included)...
-            rig.later(cfg.submit_slot * rank as u32 - Duration::from_millis(1));
+            rig.later(submit_delay(cfg.submit_slot, rank) - Duration::from_millis(1));
             rig.engine.on_tick(rig.now);
             assert!(!gossips_certificate(&rig.drain()), "rank {rank} before its slot");
             // ... then with its submission, and republished after that.
@@ -1724,7 +1724,7 @@ fn a_certificate_from_a_peer_is_never_published_again() {
     assert_eq!(reports(&actions), vec![(Topic::Certificates, Validation::Accept)]);
     assert!(!gossips_certificate(&actions), "gossipsub forwards it");
     // Not at its slot (it submits), nor with the republished partial.
-    rig.later(cfg.submit_slot * rank as u32);
+    rig.later(submit_delay(cfg.submit_slot, rank));
     rig.engine.on_tick(rig.now);
     let actions = rig.drain();
     assert!(actions.iter().any(|x| matches!(x, Action::Submit { .. })), "{actions:?}");
@@ -2164,6 +2164,15 @@ fn in_flight_counts_the_open_disputes_the_views_show() {
     rig.engine.on_settled_log(a.deal_id, None, rig.now);
     let open = rig.engine.views().filter(|v| !v.phase.is_final()).count();
     assert_eq!((rig.engine.in_flight(), open, rig.engine.len()), (1, 1, 2));
+}
+
+#[test]
+fn submit_delays_grow_with_the_logarithm_of_the_rank() {
+    let slot = Duration::from_secs(4);
+    let slots: Vec<u64> = (0..9).map(|r| submit_delay(slot, r).as_secs() / 4).collect();
+    assert_eq!(slots, [0, 1, 2, 2, 3, 3, 3, 3, 4]);
+    // 341 members at the head of a 1,024-member order: 9 slots, not 341.
+    assert_eq!(submit_delay(slot, 341), slot * 9);
 }
 
 mod aggregators;

@@ -49,6 +49,13 @@ fn sends(actions: &[Action]) -> Vec<(Vec<u32>, &'static str)> {
         .collect()
 }
 
+/// Ticks the engine `d` later; what it queued.
+fn tick_after(rig: &mut Rig, d: Duration) -> Vec<Action> {
+    rig.later(d);
+    rig.engine.on_tick(rig.now);
+    rig.drain()
+}
+
 fn publishes_verdict(actions: &[Action]) -> bool {
     actions.iter().any(|x| matches!(x, Action::Publish(Gossip::Verdict(_))))
 }
@@ -79,25 +86,18 @@ fn own_partials_go_to_the_aggregators_then_to_the_next_group_then_to_everyone() 
     assert_eq!(sends(&actions), vec![(vec![order[0]], "verdict")], "{actions:?}");
     assert!(!publishes_verdict(&actions), "not gossiped");
     // Not yet due.
-    rig.later(ESCALATE - Duration::from_millis(1));
-    rig.engine.on_tick(rig.now);
-    assert!(sends(&rig.drain()).is_empty());
+    assert!(sends(&tick_after(&mut rig, ESCALATE - Duration::from_millis(1))).is_empty());
     // No certificate: the next group, twice as large.
-    rig.later(Duration::from_millis(1));
-    rig.engine.on_tick(rig.now);
-    assert_eq!(sends(&rig.drain()), vec![(vec![order[1], order[2]], "verdict")]);
+    assert_eq!(
+        sends(&tick_after(&mut rig, Duration::from_millis(1))),
+        vec![(vec![order[1], order[2]], "verdict")]
+    );
     // The third group is this node alone: nothing to send, the timer runs on.
-    rig.later(ESCALATE);
-    rig.engine.on_tick(rig.now);
-    assert!(sends(&rig.drain()).is_empty());
+    assert!(sends(&tick_after(&mut rig, ESCALATE)).is_empty());
     // Past the committee: gossiped to everyone, and no timer after that.
-    rig.later(ESCALATE);
-    rig.engine.on_tick(rig.now);
-    let actions = rig.drain();
+    let actions = tick_after(&mut rig, ESCALATE);
     assert!(publishes_verdict(&actions) && sends(&actions).is_empty(), "{actions:?}");
-    rig.later(ESCALATE);
-    rig.engine.on_tick(rig.now);
-    let actions = rig.drain();
+    let actions = tick_after(&mut rig, ESCALATE);
     assert!(!publishes_verdict(&actions) && sends(&actions).is_empty(), "{actions:?}");
 }
 
@@ -130,9 +130,7 @@ fn a_certificate_stops_the_escalation() {
     let qc = certificate(&a, &[0, 1, 2]);
     rig.engine.on_gossip(origin(9), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
     assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, Validation::Accept)]);
-    rig.later(ESCALATE * 4);
-    rig.engine.on_tick(rig.now);
-    let actions = rig.drain();
+    let actions = tick_after(&mut rig, ESCALATE * 4);
     assert!(sends(&actions).is_empty() && !publishes_verdict(&actions), "{actions:?}");
 }
 
@@ -143,9 +141,7 @@ fn flood_gossips_own_partials_and_never_sends_directly() {
     rig.sign_through(&a, ReexecVerdict::Reproduced);
     let actions = rig.drain();
     assert!(publishes_verdict(&actions) && sends(&actions).is_empty(), "{actions:?}");
-    rig.later(ESCALATE * 8);
-    rig.engine.on_tick(rig.now);
-    assert!(sends(&rig.drain()).is_empty());
+    assert!(sends(&tick_after(&mut rig, ESCALATE * 8)).is_empty());
 }
 
 fn aggregate_of(parts: &[SignedVerdict]) -> resolvd_proto::wire::SignerAggregate {
@@ -186,9 +182,9 @@ fn a_collector_sends_its_complete_slice_to_the_aggregators() {
     signers.sort_unstable();
     assert_eq!(out[0].1.signer_indices, signers);
     // Nothing new: not sent again.
-    rig.later(ESCALATE / 2);
-    rig.engine.on_tick(rig.now);
-    assert!(sends(&rig.drain()).iter().all(|(_, kind)| *kind != "aggregate"));
+    assert!(sends(&tick_after(&mut rig, ESCALATE / 2))
+        .iter()
+        .all(|(_, kind)| *kind != "aggregate"));
     // No certificate: the partial and the slice's aggregate go to the next
     // group (order[1..3], this node aside).
     rig.later(ESCALATE / 2);
@@ -243,14 +239,30 @@ fn a_member_of_a_slice_sends_to_its_collector_then_escalates_to_the_aggregators(
     rig.sign_through(&a, ReexecVerdict::Reproduced);
     assert_eq!(sends(&rig.drain()), vec![(vec![order[2]], "verdict")]);
     // Round 1: straight to the second group (the first had the slices').
-    rig.later(ESCALATE);
-    rig.engine.on_tick(rig.now);
-    assert_eq!(sends(&rig.drain()), vec![(vec![order[1], order[2]], "verdict")]);
+    assert_eq!(sends(&tick_after(&mut rig, ESCALATE)), vec![(vec![order[1], order[2]], "verdict")]);
     // Round 2's group is this node alone; round 3 is past the committee.
+    assert!(sends(&tick_after(&mut rig, ESCALATE)).is_empty());
+    assert!(publishes_verdict(&tick_after(&mut rig, ESCALATE)));
+}
+
+#[test]
+fn with_commit_reveal_the_commitment_then_the_partial_go_to_the_collectors() {
+    let a = announcement(1);
+    let order = order(&a);
+    let me = order[3];
+    let mut rig = Rig::with(Some(me as usize), sliced());
+    rig.engine.set_commit_reveal(EPOCH, Some(WINDOW));
+    rig.sign_through(&a, ReexecVerdict::Reproduced);
+    let actions = rig.drain();
+    assert_eq!(sends(&actions), vec![(vec![order[2]], "commit")], "{actions:?}");
+    assert!(!publishes_verdict(&actions));
+    // The commit window passes: the reveal goes where the commitment went.
+    assert_eq!(sends(&tick_after(&mut rig, WINDOW)), vec![(vec![order[2]], "verdict")]);
+    // Escalation sends the commitment first, then the partial.
     rig.later(ESCALATE);
     rig.engine.on_tick(rig.now);
-    assert!(sends(&rig.drain()).is_empty());
-    rig.later(ESCALATE);
-    rig.engine.on_tick(rig.now);
-    assert!(publishes_verdict(&rig.drain()));
+    assert_eq!(
+        sends(&rig.drain()),
+        vec![(vec![order[1], order[2]], "commit"), (vec![order[1], order[2]], "verdict")]
+    );
 }

@@ -202,6 +202,9 @@ fn withholding_aggregators_are_routed_around_by_escalation() {
     // the whole first group (8) and most of the second (16) withhold.
     let r = run(aggregating(64, 13, "withhold=1/3,adversarial")).unwrap();
     assert!(r.all_honest_certified, "{}", r.to_json());
+    // They are also the first 21 submitters: the 22nd sends after
+    // ⌈log₂ 22⌉ = 5 submit slots (20 s), within the run's 40 s.
+    assert!(r.settled, "{}", r.to_json());
     let latency = r.seen_to_certificate_ms.as_ref().unwrap();
     // Most members certified only after the first escalation: the first
     // group never gossips a certificate.
