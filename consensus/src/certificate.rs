@@ -174,9 +174,9 @@ pub enum BuilderEvent {
     AggregateVerified(Box<Attestation>),
     /// A queued aggregate failed verification (penalise its sender).
     AggregateInvalid(Box<Attestation>),
-    /// A queued aggregate added no signer by the time it was processed: it
-    /// was not verified (neither valid nor invalid as far as this builder
-    /// knows).
+    /// A queued aggregate would not be taken in by the time it was processed
+    /// (no signer added, or it overlaps one taken): it was not verified
+    /// (neither valid nor invalid as far as this builder knows).
     AggregateCovered(Box<Attestation>),
     /// A digest reached the threshold: here is its certificate (emitted once).
     Certificate(Box<QuorumCertificate>),
@@ -187,10 +187,16 @@ struct Group {
     commitment: VerdictCommitment,
     /// Verified partials, by signer.
     signers: BTreeMap<u32, Signature>,
-    /// Verified aggregates of several signers (as received: their signer sets
-    /// may overlap each other and the partials).
+    /// Verified aggregates taken in, pairwise disjoint. An aggregate is
+    /// taken only if it adds a signer and every one taken before either
+    /// misses it or lies inside it (then it is replaced): the signers a
+    /// certificate takes in only grow, and a digest holds at most one
+    /// aggregate per signer.
     aggregates: Vec<(Vec<u32>, Signature)>,
-    /// Every signer in `signers` or in an aggregate, and their stake.
+    /// Signers inside a taken aggregate.
+    in_aggregate: BTreeSet<u32>,
+    /// Every signer a certificate takes in (a partial's or an aggregate's),
+    /// and their stake.
     covered: BTreeSet<u32>,
     stake: U256,
     certified: bool,
@@ -202,37 +208,36 @@ impl Group {
             commitment,
             signers: BTreeMap::new(),
             aggregates: Vec::new(),
+            in_aggregate: BTreeSet::new(),
             covered: BTreeSet::new(),
             stake: U256::ZERO,
             certified: false,
         }
     }
 
-    /// The signers a certificate built now would take in.
-    fn usable(&self) -> BTreeSet<u32> {
-        self.disjoint().0
+    /// Whether an aggregate of `signers` (ascending) would be taken in: it
+    /// adds a signer, and overlaps no taken aggregate it does not contain.
+    fn takes(&self, signers: &[u32]) -> bool {
+        signers.iter().any(|s| !self.covered.contains(s))
+            && self.aggregates.iter().all(|(taken, _)| {
+                let inside = taken.iter().filter(|t| signers.binary_search(t).is_ok()).count();
+                inside == 0 || inside == taken.len()
+            })
     }
 
-    /// Signatures over disjoint signer sets covering as many signers as a
-    /// greedy pick finds: aggregates largest first, each if disjoint from
-    /// those taken, then every partial not covered yet.
-    fn disjoint(&self) -> (BTreeSet<u32>, Vec<&Signature>) {
-        let mut aggregates: Vec<&(Vec<u32>, Signature)> = self.aggregates.iter().collect();
-        aggregates.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        let mut used = BTreeSet::new();
-        let mut signatures = Vec::new();
-        for (signers, signature) in aggregates {
-            if signers.iter().all(|s| !used.contains(s)) {
-                used.extend(signers.iter().copied());
-                signatures.push(signature);
-            }
-        }
-        for (signer, signature) in &self.signers {
-            if used.insert(*signer) {
-                signatures.push(signature);
-            }
-        }
-        (used, signatures)
+    /// The signatures of a certificate over `covered`: the taken aggregates
+    /// and the partials of the signers outside them.
+    fn signatures(&self) -> Vec<&Signature> {
+        self.aggregates
+            .iter()
+            .map(|(_, sig)| sig)
+            .chain(
+                self.signers
+                    .iter()
+                    .filter(|(s, _)| !self.in_aggregate.contains(s))
+                    .map(|(_, sig)| sig),
+            )
+            .collect()
     }
 }
 
@@ -355,22 +360,27 @@ impl CertificateBuilder {
         }
     }
 
+    /// Takes in a verified aggregate ([`Group::takes`] checked by the caller),
+    /// replacing the taken ones inside it.
     fn add_aggregate(&mut self, digest: B256, a: &Attestation) {
         let stakes: Vec<U256> = a.signers.iter().map(|&s| self.member(s).stake).collect();
         let group = self.groups.entry(digest).or_insert_with(|| Group::new(a.commitment));
+        group.aggregates.retain(|(taken, _)| a.signers.binary_search(&taken[0]).is_err());
+        group.aggregates.push((a.signers.clone(), a.signature));
         for (&signer, stake) in a.signers.iter().zip(stakes) {
+            group.in_aggregate.insert(signer);
             if group.covered.insert(signer) {
                 group.stake += stake;
             }
         }
-        group.aggregates.push((a.signers.clone(), a.signature));
     }
 
     /// Cheap checks of an aggregate of several signers (epoch, membership,
     /// ascending signers), then queues it for [`Self::process`], which
     /// verifies it (one pairing) unless the signers it names are all
-    /// covered by then. `Duplicate`: every signer it names is in what a
-    /// certificate would take in now, or this very aggregate is queued.
+    /// covered by then. `Duplicate`: it would not be taken in (it adds no
+    /// signer to what a certificate takes in now, or it overlaps an aggregate
+    /// taken before without containing it), or this very aggregate is queued.
     pub fn on_aggregate(&mut self, a: &Attestation) -> Result<Queued> {
         if a.epoch != self.committee.epoch() {
             return Err(Error::WrongEpoch { expected: self.committee.epoch(), found: a.epoch });
@@ -380,11 +390,8 @@ impl CertificateBuilder {
         }
         self.committee.check_indices(&a.signers)?;
         let digest = a.commitment.eip712_digest(&self.domain);
-        let covered = self.groups.get(&digest).is_some_and(|g| {
-            let usable = g.usable();
-            a.signers.iter().all(|s| usable.contains(s))
-        });
-        if covered || self.pending_aggregates.iter().any(|(_, q)| q == a) {
+        let useless = self.groups.get(&digest).is_some_and(|g| !g.takes(&a.signers));
+        if useless || self.pending_aggregates.iter().any(|(_, q)| q == a) {
             return Ok(Queued::Duplicate);
         }
         self.pending_aggregates.push((digest, a.clone()));
@@ -409,16 +416,13 @@ impl CertificateBuilder {
     }
 
     /// Verifies the queued aggregates, largest first, each on its own (one
-    /// pairing), skipping those whose signers are covered by then.
+    /// pairing), skipping those that would not be taken in by then.
     fn process_aggregates(&mut self, events: &mut Vec<BuilderEvent>, touched: &mut Vec<B256>) {
         let mut queue = std::mem::take(&mut self.pending_aggregates);
         queue.sort_by_key(|(_, a)| std::cmp::Reverse(a.signers.len()));
         for (digest, a) in queue {
-            let covered = self.groups.get(&digest).is_some_and(|g| {
-                let usable = g.usable();
-                a.signers.iter().all(|s| usable.contains(s))
-            });
-            if covered {
+            let useless = self.groups.get(&digest).is_some_and(|g| !g.takes(&a.signers));
+            if useless {
                 events.push(BuilderEvent::AggregateCovered(Box::new(a)));
             } else if a.verify(&self.committee, &self.domain).is_ok() {
                 self.add_aggregate(digest, &a);
@@ -438,15 +442,14 @@ impl CertificateBuilder {
         }
         self.committee.member(p.signer_index)?;
         let digest = p.commitment.eip712_digest(&self.domain);
-        // A signer in an aggregate a certificate would use is known too: its
-        // partial would add nothing to one.
-        let known = self.groups.get(&digest).is_some_and(|g| {
-            g.signers.contains_key(&p.signer_index)
-                || (!g.aggregates.is_empty() && g.usable().contains(&p.signer_index))
-        }) || self
-            .pending
-            .iter()
-            .any(|q| q.digest == digest && q.signer == p.signer_index && q.wire == p.signature);
+        // A signer inside a taken aggregate is known too: its partial would
+        // add nothing to a certificate (taken aggregates are never dropped
+        // for smaller ones).
+        let known = self.groups.get(&digest).is_some_and(|g| g.covered.contains(&p.signer_index))
+            || self
+                .pending
+                .iter()
+                .any(|q| q.digest == digest && q.signer == p.signer_index && q.wire == p.signature);
         if known {
             return Ok(Queued::Duplicate);
         }
@@ -581,12 +584,8 @@ impl CertificateBuilder {
         if !self.committee.meets_threshold(group.stake) {
             return None;
         }
-        let (signers, signatures) = group.disjoint();
-        let stake = self.committee.stake_of(&signers.iter().copied().collect::<Vec<_>>()).ok()?;
-        if !self.committee.meets_threshold(stake) {
-            return None;
-        }
-        let signature = Signature::aggregate(signatures).ok()?;
+        let signers = &group.covered;
+        let signature = Signature::aggregate(group.signatures()).ok()?;
         let non_signers: Vec<u32> = self
             .committee
             .members()

@@ -296,7 +296,9 @@ pub struct PipelineConfig {
     pub replay_workers: usize,
     /// Delay before retrying an operational error (missing content, RPC), in ms.
     pub retry_ms: u64,
-    /// Submitter slot length: the k-th submitter in a deal's order waits k slots, in ms.
+    /// Submitter slot length, in ms: the submitter at rank k of a deal's order
+    /// waits k slots for k < 8, then the next 1, 2, 4, … share a slot
+    /// (`resolvd_engine::submit_delay`).
     pub submit_slot_ms: u64,
     /// Partials held for disputes not yet confirmed here (all deals together).
     pub max_buffered_partials: usize,

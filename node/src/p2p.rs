@@ -330,7 +330,9 @@ pub fn build_swarm(
         .map_err(setup)?
         .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
         .build();
-    for topic in Topic::ALL {
+    // Slice aggregates travel only with aggregators, which the daemon does
+    // not run (it floods partials): it does not take them.
+    for topic in Topic::ALL.into_iter().filter(|t| *t != Topic::Aggregates) {
         swarm.behaviour_mut().gossipsub.subscribe(&topic.ident()).map_err(setup)?;
     }
     swarm.listen_on(config.listen.clone()).map_err(setup)?;

@@ -324,24 +324,33 @@ fn overlapping_and_invalid_aggregates_never_make_an_invalid_certificate() {
     let mut garbage = slice_aggregate(&c, &cm, &[0, 1, 2, 3, 4, 5]);
     garbage.signature = slice_aggregate(&c, &cm, &[0, 1, 2, 3, 4]).signature;
     b.on_aggregate(&garbage).unwrap();
-    // Overlapping genuine ones: {0..4} and {3..6} share 3 and 4.
+    // Overlapping genuine ones: {0..4} is taken first (the larger); {3..6}
+    // shares 3 and 4 without containing it: not verified, not taken.
     b.on_aggregate(&slice_aggregate(&c, &cm, &[0, 1, 2, 3, 4])).unwrap();
-    b.on_aggregate(&slice_aggregate(&c, &cm, &[3, 4, 5, 6])).unwrap();
+    let overlapping = slice_aggregate(&c, &cm, &[3, 4, 5, 6]);
+    b.on_aggregate(&overlapping).unwrap();
     let events = b.process(&SEED);
     assert!(events
         .iter()
         .any(|e| matches!(e, BuilderEvent::AggregateInvalid(a) if a.signers.len() == 6)));
-    // 7 covered, but no disjoint pick reaches 6 of 9 (5 + partials: none).
-    assert_eq!(b.signer_count(&digest), 7);
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, BuilderEvent::AggregateCovered(a) if a.signers == [3, 4, 5, 6])));
+    assert_eq!(b.signer_count(&digest), 5);
     assert!(certificates(&events).is_empty());
-    assert!(b.best_certificate(&digest).is_none());
-    // The partials of 5 and 6 complete the larger aggregate.
-    b.on_partial(&partial(5, &cm)).unwrap();
+    // Sent again, it costs no pairing: a duplicate at once.
+    assert_eq!(b.on_aggregate(&overlapping).unwrap(), Queued::Duplicate);
+    // A superset of the taken one replaces it; the partials of 6 and 7 complete it.
+    b.on_aggregate(&slice_aggregate(&c, &cm, &[0, 1, 2, 3, 4, 5])).unwrap();
     b.on_partial(&partial(6, &cm)).unwrap();
+    b.on_partial(&partial(7, &cm)).unwrap();
     let qcs = certificates(&b.process(&SEED));
     assert_eq!(qcs.len(), 1);
-    assert_eq!(qcs[0].non_signers, vec![7, 8]);
+    assert_eq!(qcs[0].non_signers, vec![8]);
     qcs[0].verify(&c, &domain()).unwrap();
+    // Partials inside a taken aggregate are duplicates, and stay covered.
+    assert_eq!(b.on_partial(&partial(1, &cm)).unwrap(), Queued::Duplicate);
+    assert_eq!(b.signer_count(&digest), 8);
 }
 
 #[test]

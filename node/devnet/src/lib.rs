@@ -1319,7 +1319,11 @@ impl Devnet {
     /// A view call at the chain's latest (anvil: pending) state.
     pub async fn view<C: SolCall>(&self, to: Address, call: C) -> eyre::Result<C::Return> {
         let tx = TransactionRequest::default().with_to(to).with_input(call.abi_encode());
-        Ok(C::abi_decode_returns(&self.provider.call(tx).await?)?)
+        // At `latest`, as the node reads: anvil answers an `eth_call` without
+        // a block on the pending state, where a transaction not yet mined
+        // already shows (a test then races the node's own reads).
+        let out = self.provider.call(tx).block(alloy_rpc_types_eth::BlockId::latest()).await?;
+        Ok(C::abi_decode_returns(&out)?)
     }
 
     /// The registry indices named by `bitmap`, a `resolve` call's

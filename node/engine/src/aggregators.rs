@@ -11,8 +11,10 @@
 //! of aggregators, again when it grows. An aggregator verifies each aggregate
 //! that adds signers with one pairing, combines disjoint ones with any
 //! partials it holds into a certificate and gossips it; every other member
-//! verifies one certificate. Committees of at most `slice` members skip the
-//! slices: members send to the aggregators directly.
+//! verifies one certificate. Committees of at most `slice` members, and
+//! disputes with commit-reveal (an aggregate cannot show that its signers
+//! committed in time), skip the slices: members send to the aggregators
+//! directly, which check each partial's commitment as with flooding.
 //!
 //! Withholding is routed around by escalation: a member still without a
 //! certificate `escalate_after` after sending sends its partial straight to
@@ -110,9 +112,10 @@ impl Aggregation {
         (j, &order[j * self.slice..((j + 1) * self.slice).min(order.len())])
     }
 
-    /// Where a member's own partial goes in `round`.
-    fn targets(&self, order: &[u32], me: Option<u32>, round: u32) -> Vec<u32> {
-        if !self.sliced(order.len()) {
+    /// Where a member's own partial goes in `round` (`sliced`: through the
+    /// slices' collectors).
+    fn targets(&self, order: &[u32], me: Option<u32>, round: u32, sliced: bool) -> Vec<u32> {
+        if !sliced {
             return groups_of(order, self.group, round).to_vec();
         }
         if round > 0 {
@@ -166,7 +169,8 @@ impl<O: MessageOrigin> Engine<O> {
             return self.push(Action::Publish(gossip));
         };
         let Some(d) = self.disputes.get_mut(deal_id) else { return };
-        let mut to = a.targets(&order, me, d.aggregators.round);
+        let sliced = a.sliced(order.len()) && d.reveal.reveal_window.is_none();
+        let mut to = a.targets(&order, me, d.aggregators.round, sliced);
         if to.is_empty() {
             // Past the end of the committee: everyone.
             return self.push(Action::Publish(gossip));
@@ -189,7 +193,9 @@ impl<O: MessageOrigin> Engine<O> {
     pub(crate) fn collected(&mut self, deal_id: &B256, digest: B256, signer: u32, now: Instant) {
         let Some(a) = self.aggregation() else { return };
         let Some((order, Some(me))) = self.order(deal_id) else { return };
-        if !a.sliced(order.len()) {
+        let commit_reveal =
+            self.disputes.get(deal_id).is_some_and(|d| d.reveal.reveal_window.is_some());
+        if !a.sliced(order.len()) || commit_reveal {
             return;
         }
         let Some(position) = order.iter().position(|&m| m == signer) else { return };
@@ -252,11 +258,26 @@ impl<O: MessageOrigin> Engine<O> {
 
     /// An aggregate of a slice's partials from a collector: cheap checks
     /// now, its signature in the next batch (only if it adds a signer then).
+    /// Only with aggregators, and not for commit-reveal disputes: an
+    /// aggregate's signers skip the timeliness of their commitments (their
+    /// partials go to the aggregators, which check it).
     pub(crate) fn on_aggregate(&mut self, w: SignerAggregate, origin: O, now: Instant) {
         let deal_id = w.commitment.deal_id;
+        let aggregating = self.aggregating();
         let screen = match self.disputes.get(&deal_id) {
+            _ if !aggregating => Err(Validation::Ignore),
             None => Err(Validation::Ignore),
-            Some(d) if d.phase.is_final() || d.submission.certificate.is_some() => {
+            Some(d) if d.phase.is_final() || d.reveal.reveal_window.is_some() => {
+                Err(Validation::Ignore)
+            }
+            // After the certificate, only another commitment's (conflict
+            // evidence) is worth a pairing.
+            Some(d)
+                if d.submission
+                    .certificate
+                    .as_ref()
+                    .is_some_and(|qc| qc.commitment == w.commitment) =>
+            {
                 Err(Validation::Ignore)
             }
             Some(d) if w.epoch != d.info.epoch || !matches_deal(&w.commitment, &d.info) => {

@@ -53,7 +53,9 @@ pub use dispute::{matches_deal, CommitReveal, DisputeStatus, DisputeView, Phase}
 pub use metrics::EngineMetrics;
 pub use replay::gather;
 pub use resolvd_proto::wire::{Gossip, Topic};
-pub use submit::{submit_delay, submit_order, submit_rank, CERTIFICATE_GOSSIPERS};
+pub use submit::{
+    submit_delay, submit_order, submit_rank, CERTIFICATE_GOSSIPERS, LINEAR_SUBMITTERS,
+};
 
 use bounded::{BoundedBuffer, Quota, Recent};
 use committees::ChainView;
@@ -135,8 +137,9 @@ const MAX_SEEN_EVIDENCE: usize = 4_096;
 pub struct EngineConfig {
     /// Delay before re-checking content or retrying a transaction.
     pub retry: Duration,
-    /// Submitter slot: the submitter at rank k of a deal's order waits
-    /// `⌈log₂(k + 1)⌉` slots ([`submit_delay`]).
+    /// Submitter slot: the submitter at rank k of a deal's order waits k
+    /// slots for the first eight, then the next 1, 2, 4, … share a slot
+    /// ([`submit_delay`]).
     pub submit_slot: Duration,
     /// Partials held for disputes not confirmed yet (all deals together).
     pub max_buffered_partials: usize,

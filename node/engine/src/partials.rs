@@ -6,7 +6,7 @@ use super::*;
 use alloy_primitives::{keccak256, B256};
 use resolvd_consensus::{Attestation, BuilderEvent, Queued, QuorumCertificate};
 use resolvd_proto::wire::{SignedVerdict, WireMessage};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 /// Partials and commitments waiting for their verification batch.
@@ -416,7 +416,9 @@ impl<O: MessageOrigin> Engine<O> {
             committee.map(|c| c.members().iter().map(|m| m.index).collect()).unwrap_or_default();
         let me = self.identity.me.as_ref().and_then(|k| committee?.index_of(k));
         let rank = me.map_or(members.len(), |me| submit_rank(&deal_id, &members, me));
-        d.submission.submit_at = Some(now + submit_delay(self.cfg.submit_slot, rank));
+        // A node outside the committee sends a slot after its last member.
+        let outside = if me.is_none() { self.cfg.submit_slot } else { Duration::ZERO };
+        d.submission.submit_at = Some(now + submit_delay(self.cfg.submit_slot, rank) + outside);
         d.submission.submit_backoff = self.cfg.retry;
         info!(target: "pipeline", deal = %deal_id, outcome = ?qc.commitment.outcome, non_signers = ?qc.non_signers, built_here, rank, "certificate");
         d.submission.certificate = Some(qc.clone());

@@ -5,7 +5,7 @@ use super::*;
 use alloy_primitives::{keccak256, Address, B256};
 use resolvd_consensus::{Attestation, ConflictEvidence};
 use resolvd_proto::wire::WireMessage;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracing::{debug, error, info, warn};
 
 /// Conflict detection, evidence and slash tasks.
@@ -198,9 +198,10 @@ impl<O: MessageOrigin> Engine<O> {
             .map(|m| m.index)
             .filter(|i| !resolvers.contains(i))
             .collect();
-        let rank = self
-            .my_index(ev.first.epoch)
-            .map_or(honest.len(), |me| submit_rank(&deal_id, &honest, me));
+        let me = self.my_index(ev.first.epoch);
+        let rank = me.map_or(honest.len(), |me| submit_rank(&deal_id, &honest, me));
+        // A node outside the committee sends a slot after its last member.
+        let outside = if me.is_none() { self.cfg.submit_slot } else { Duration::ZERO };
         self.push(Action::WriteEvidence(Box::new(ev.clone()), resolvers.clone()));
         self.push(Action::Publish(Gossip::Evidence(Box::new(ev.to_wire()))));
         self.slasher.slashes.push(SlashTask {
@@ -211,7 +212,7 @@ impl<O: MessageOrigin> Engine<O> {
                 second: ev.second,
                 resolvers,
             },
-            at: now + submit_delay(self.cfg.submit_slot, rank),
+            at: now + submit_delay(self.cfg.submit_slot, rank) + outside,
             running: false,
         });
     }

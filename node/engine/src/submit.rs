@@ -23,15 +23,26 @@ pub fn submit_rank(deal_id: &B256, members: &[u32], me: u32) -> usize {
     submit_order(deal_id, members).into_iter().position(|i| i == me).unwrap_or(members.len())
 }
 
-/// How long the submitter at `rank` waits once it holds a certificate:
-/// `⌈log₂(rank + 1)⌉` slots. The first sends at once, the second after one
-/// slot, the next two after two, the next four after three: `f` members
-/// that hold the head of the order and never send (a deal id ground for
-/// it) delay `resolve` by `⌈log₂(f + 1)⌉` slots, not `f`. The price is paid
-/// only when every submitter before a slot failed: up to `2ˢ⁻¹` members
-/// send in slot `s` (a `resolve` that finds the deal settled is a success).
+/// Submitters that send one per slot before the slots start to double.
+pub const LINEAR_SUBMITTERS: usize = 8;
+
+/// How long the submitter at `rank` waits once it holds a certificate: one
+/// slot per rank for the first [`LINEAR_SUBMITTERS`] (so a `resolve` still
+/// pending after a slot draws one more, not a crowd), then
+/// `⌈log₂(rank − L + 2)⌉` more: the next one, two, four, … share a slot.
+/// `f` members that hold the head of the order and never send (a deal id
+/// ground for it) delay `resolve` by about `L + log₂ f` slots, not `f`
+/// (341 at the head of 1,024: 16 slots). Up to `2ˢ⁻¹` members send in the
+/// `s`-th slot past the linear ones, only when every one before failed (a
+/// `resolve` that finds the deal settled is a success).
 pub fn submit_delay(slot: Duration, rank: usize) -> Duration {
-    slot * (usize::BITS - rank.leading_zeros())
+    let slots = if rank < LINEAR_SUBMITTERS {
+        rank
+    } else {
+        let past = rank - LINEAR_SUBMITTERS + 1;
+        LINEAR_SUBMITTERS - 1 + (usize::BITS - past.leading_zeros()) as usize
+    };
+    slot * slots as u32
 }
 
 /// `members` in the submitter order of `deal_id` (see [`submit_rank`]).

@@ -2169,10 +2169,11 @@ fn in_flight_counts_the_open_disputes_the_views_show() {
 #[test]
 fn submit_delays_grow_with_the_logarithm_of_the_rank() {
     let slot = Duration::from_secs(4);
-    let slots: Vec<u64> = (0..9).map(|r| submit_delay(slot, r).as_secs() / 4).collect();
-    assert_eq!(slots, [0, 1, 2, 2, 3, 3, 3, 3, 4]);
-    // 341 members at the head of a 1,024-member order: 9 slots, not 341.
-    assert_eq!(submit_delay(slot, 341), slot * 9);
+    let slots: Vec<u64> = (0..16).map(|r| submit_delay(slot, r).as_secs() / 4).collect();
+    // One per slot for the first eight, then 1, 2, 4, … per slot.
+    assert_eq!(slots, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 10, 10, 10, 10, 11]);
+    // 341 members at the head of a 1,024-member order: 16 slots, not 341.
+    assert_eq!(submit_delay(slot, 341), slot * 16);
 }
 
 mod aggregators;

@@ -246,7 +246,7 @@ fn a_member_of_a_slice_sends_to_its_collector_then_escalates_to_the_aggregators(
 }
 
 #[test]
-fn with_commit_reveal_the_commitment_then_the_partial_go_to_the_collectors() {
+fn with_commit_reveal_the_commitment_then_the_partial_go_to_the_aggregators_past_the_slices() {
     let a = announcement(1);
     let order = order(&a);
     let me = order[3];
@@ -254,10 +254,11 @@ fn with_commit_reveal_the_commitment_then_the_partial_go_to_the_collectors() {
     rig.engine.set_commit_reveal(EPOCH, Some(WINDOW));
     rig.sign_through(&a, ReexecVerdict::Reproduced);
     let actions = rig.drain();
-    assert_eq!(sends(&actions), vec![(vec![order[2]], "commit")], "{actions:?}");
+    // An aggregate cannot show its signers committed in time: no slices.
+    assert_eq!(sends(&actions), vec![(vec![order[0]], "commit")], "{actions:?}");
     assert!(!publishes_verdict(&actions));
     // The commit window passes: the reveal goes where the commitment went.
-    assert_eq!(sends(&tick_after(&mut rig, WINDOW)), vec![(vec![order[2]], "verdict")]);
+    assert_eq!(sends(&tick_after(&mut rig, WINDOW)), vec![(vec![order[0]], "verdict")]);
     // Escalation sends the commitment first, then the partial.
     rig.later(ESCALATE);
     rig.engine.on_tick(rig.now);
@@ -265,4 +266,30 @@ fn with_commit_reveal_the_commitment_then_the_partial_go_to_the_collectors() {
         sends(&rig.drain()),
         vec![(vec![order[1], order[2]], "commit"), (vec![order[1], order[2]], "verdict")]
     );
+}
+
+#[test]
+fn aggregates_are_ignored_unverified_when_flooding_and_with_commit_reveal() {
+    let a = announcement(1);
+    let order = order(&a);
+    let slice: Vec<SignedVerdict> = {
+        let c = commitment(&a, ReexecVerdict::Reproduced);
+        let mut s = vec![order[2], order[3]];
+        s.sort_unstable();
+        s.into_iter().map(|i| partial(i as usize, EPOCH, c)).collect()
+    };
+    // The daemon floods: an aggregate would skip what partials go through.
+    let mut rig = Rig::new(Some(order[0] as usize));
+    rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    rig.engine.on_gossip(origin(50), Gossip::Aggregate(Box::new(aggregate_of(&slice))), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Aggregates, Validation::Ignore)]);
+    assert!(certificate_of(&rig.batch()).is_none(), "only the own partial");
+    // With commit-reveal, an aggregate cannot show its signers committed in time.
+    let mut rig = Rig::with(Some(order[0] as usize), sliced());
+    rig.engine.set_commit_reveal(EPOCH, Some(WINDOW));
+    rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    rig.engine.on_gossip(origin(51), Gossip::Aggregate(Box::new(aggregate_of(&slice))), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Aggregates, Validation::Ignore)]);
 }
