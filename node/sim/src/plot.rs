@@ -60,9 +60,9 @@ pub fn svg(runs: &[(String, Report)]) -> String {
         x0: MARGIN_L,
         n_min: n_min.min(n_max),
         n_max,
-        y_min: 0.0,
-        y_max: (ms_max / 250.0).ceil() * 250.0,
-        log_y: false,
+        y_min: 100.0,
+        y_max: 10f64.powf(ms_max.log10().ceil()),
+        log_y: true,
     };
     let bytes = Axis {
         x0: MARGIN_L + PANEL_W + GAP,
@@ -79,7 +79,7 @@ pub fn svg(runs: &[(String, Report)]) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(s, r#"<rect width="{width}" height="{height}" fill="white"/>"#);
-    panel(&mut s, &latency, "dispute seen → certificate, p99 (ms)", runs, &series, p99);
+    panel(&mut s, &latency, "dispute seen → certificate, p99 (ms, log)", runs, &series, p99);
     panel(&mut s, &bytes, "KiB sent per node per dispute, mean (log)", runs, &series, |r| {
         Some(kib(r))
     });
@@ -150,10 +150,15 @@ fn panel(
     // y ticks: five linear steps, or each power of ten.
     let ticks: Vec<f64> = if axis.log_y {
         let mut t = Vec::new();
-        let mut v = axis.y_min;
-        while v <= axis.y_max * 1.0001 {
-            t.push(v);
-            v *= 10.0;
+        let mut decade = axis.y_min;
+        while decade <= axis.y_max * 1.0001 {
+            t.extend(
+                [1.0, 2.0, 5.0]
+                    .map(|k| k * decade)
+                    .into_iter()
+                    .filter(|v| *v <= axis.y_max * 1.0001),
+            );
+            decade *= 10.0;
         }
         t
     } else {
