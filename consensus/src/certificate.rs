@@ -398,6 +398,14 @@ impl CertificateBuilder {
         Ok(Queued::New)
     }
 
+    /// How many of `members` have a verified partial of `digest` (no
+    /// signature work).
+    pub fn verified_among(&self, digest: &B256, members: &[u32]) -> usize {
+        self.groups
+            .get(digest)
+            .map_or(0, |g| members.iter().filter(|m| g.signers.contains_key(m)).count())
+    }
+
     /// The verified partials of `digest` whose signers are in `members`,
     /// aggregated (a slice's contribution); `None` if there are none.
     pub fn aggregate_of(&self, digest: &B256, members: &[u32]) -> Option<Attestation> {

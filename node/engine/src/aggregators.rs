@@ -204,9 +204,10 @@ impl<O: MessageOrigin> Engine<O> {
             return;
         }
         let Some(d) = self.disputes.get(deal_id) else { return };
-        let complete = self.builders.get(&(d.info.escrow, d.info.epoch)).is_some_and(|b| {
-            b.aggregate_of(&digest, slice).is_some_and(|x| x.signers.len() == slice.len())
-        });
+        let complete = self
+            .builders
+            .get(&(d.info.escrow, d.info.epoch))
+            .is_some_and(|b| b.verified_among(&digest, slice) == slice.len());
         let Some(d) = self.disputes.get_mut(deal_id) else { return };
         let entry = d.aggregators.slices.entry((digest, j)).or_insert((None, 0));
         let due = if complete { now } else { now + a.collect_wait };
