@@ -83,15 +83,16 @@ bench-node: tools
 	cargo nextest run --workspace --release --locked --all-features --run-ignored only \
 	  -E 'test(dispute_latency_and_memory)' --no-capture
 
-## bench-scale: for each N in SCALE_NODES, N nodes each in its own network namespace
-## over emulated WAN links (50 ms ± 10 ms one way, 1 % loss, 100 Mbit/s; needs root),
-## SCALE_DISPUTES disputes and two partitions, release build; writes
-## $CARGO_TARGET_DIR/bench-report/scale-<N>.{json,log} and the scale section of BENCHMARKS.md.
+## bench-scale: for each N in SCALE_NODES and each p2p.dissemination in SCALE_MODES, N nodes
+## each in its own network namespace over emulated WAN links (50 ms ± 10 ms one way, 1 % loss,
+## 100 Mbit/s; needs root), SCALE_DISPUTES disputes and two partitions, release build; writes
+## $CARGO_TARGET_DIR/bench-report/scale-<N>-<mode>.{json,log} and the scale section of BENCHMARKS.md.
 SCALE_NODES ?= 16 32 64
+SCALE_MODES ?= flood aggregators
 SCALE_DISPUTES ?= 10
 bench-scale: tools
 	cd contracts && forge build
-	SCALE_NODES="$(SCALE_NODES)" SCALE_DISPUTES=$(SCALE_DISPUTES) ONLY_SCALE=1 deploy/bench-report.sh
+	SCALE_NODES="$(SCALE_NODES)" SCALE_MODES="$(SCALE_MODES)" SCALE_DISPUTES=$(SCALE_DISPUTES) ONLY_SCALE=1 deploy/bench-report.sh
 
 ## bench-sim: the simulator's table (Markdown, on stdout and into BENCHMARKS.md) and plot
 ## (node/sim/bench.svg): N = 16 … 1,024 real engines in one process under a modelled network

@@ -9,7 +9,8 @@
 #     deploy/scale-report.py.
 # Usage: deploy/bench-report.sh   (BENCH_DISPUTES_4, BENCH_DISPUTES_MORE: disputes per run,
 #                                  defaults 50 and 30; SKIP_CRITERION=1 reuses target/criterion;
-#                                  SCALE_NODES (default "16 32 64"), SCALE_DISPUTES (10);
+#                                  SCALE_NODES (default "16 32 64"), SCALE_DISPUTES (10),
+#                                  SCALE_MODES (p2p.dissemination, default "flood aggregators");
 #                                  SKIP_SCALE=1 keeps BENCHMARKS.md's scale section as it is;
 #                                  ONLY_SCALE=1 runs the scale benchmark alone and rewrites
 #                                  only that section)
@@ -29,11 +30,14 @@ scale() {
   fi
   local files=()
   for n in ${SCALE_NODES:-16 32 64}; do
-    RESOLVD_SCALE_NODES=$n RESOLVD_SCALE_DISPUTES=${SCALE_DISPUTES:-10} RESOLVD_SCALE_OUT="$out/scale-$n.json" \
-      cargo nextest run -p resolvd-node --release --locked --all-features --run-ignored only \
-      -E 'test(scale_bench)' --no-capture >"$out/scale-$n.log" 2>&1 ||
-      { echo "bench-report: scale_bench N = $n failed (see $out/scale-$n.log)" >&2; exit 1; }
-    files+=("$out/scale-$n.json")
+    for mode in ${SCALE_MODES:-flood aggregators}; do
+      RESOLVD_DISSEMINATION=$mode RESOLVD_SCALE_NODES=$n RESOLVD_SCALE_DISPUTES=${SCALE_DISPUTES:-10} \
+        RESOLVD_SCALE_OUT="$out/scale-$n-$mode.json" \
+        cargo nextest run -p resolvd-node --release --locked --all-features --run-ignored only \
+        -E 'test(scale_bench)' --no-capture >"$out/scale-$n-$mode.log" 2>&1 ||
+        { echo "bench-report: scale_bench N = $n ($mode) failed (see $out/scale-$n-$mode.log)" >&2; exit 1; }
+      files+=("$out/scale-$n-$mode.json")
+    done
   done
   python3 deploy/scale-report.py BENCHMARKS.md "${files[@]}"
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Writes the "Scale" section of BENCHMARKS.md from `make bench-scale` output.
 
-Usage: deploy/scale-report.py BENCHMARKS.md scale-16.json [scale-32.json ...]
+Usage: deploy/scale-report.py BENCHMARKS.md scale-16-flood.json [scale-16-aggregators.json ...]
 
 Each JSON file is what the ignored test `scale_bench` (node/tests/it/scale.rs)
-wrote for one N. The section between the markers below is replaced (appended
+wrote for one N and one `p2p.dissemination`; the table has a column for each,
+by N, then flood before aggregators. The section between the markers below is replaced (appended
 when the file has none); the rest of BENCHMARKS.md is left as it is, so the
 scale table can be regenerated without re-running every other benchmark.
 """
@@ -54,8 +55,18 @@ def section(reports):
         "timers. Per-dispute figures are per node, from the router's counters (p2p bytes), `/proc/<pid>/stat` (CPU, "
         "also net of the idle rate over a 30 s idle window) and the nodes' metrics.\n"
     )
-    cols = [str(r["nodes"]) for r in reports]
-    L.append("| | " + " | ".join(f"N = {c}" for c in cols) + " |")
+    L.append(
+        "*flood*: every partial gossiped to every node (`p2p.dissemination = \"flood\"`); *aggregators*: partials "
+        "sent straight to the dispute's aggregators, found through signed member records (the default; "
+        "docs/node/dispute-handling.md). In a committee of at most 32 the aggregators are the first 8 members of the "
+        "deal's submitter order; slices and collectors start above that (the simulator section covers N = 64 to "
+        "1,024).\n"
+    )
+    L.append(
+        "| | "
+        + " | ".join(f"N = {r['nodes']}, {r.get('dissemination', 'flood')}" for r in reports)
+        + " |"
+    )
     L.append("| --- |" + " --- |" * len(reports))
 
     def row(name, f):
@@ -108,6 +119,10 @@ def section(reports):
         "partials verified per node per dispute, min / mean / max",
         lambda r: "{min:.1f} / {mean:.1f} / {max:.1f}".format(**pd(r)["partialsVerifiedPerNode"]),
     )
+    row(
+        "direct messages sent / sent on gossip instead, per dispute, all nodes",
+        lambda r: f"{by(r, 'direct/sent'):,.0f} / {by(r, 'direct/fallback'):,.0f}",
+    )
     row("packets lost per dispute (all links)", lambda r: f"{pd(r)['packetsLost']:.0f}")
 
     def under(r):
@@ -130,7 +145,11 @@ def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     path, files = sys.argv[1], sys.argv[2:]
-    reports = sorted((json.load(open(f)) for f in files), key=lambda r: r["nodes"])
+    modes = {"flood": 0, "aggregators": 1}
+    reports = sorted(
+        (json.load(open(f)) for f in files),
+        key=lambda r: (r["nodes"], modes.get(r.get("dissemination", "flood"), 2)),
+    )
     new = section(reports)
     try:
         text = open(path).read()
@@ -143,7 +162,8 @@ def main():
     else:
         text = text.rstrip("\n") + "\n\n" + new + "\n"
     open(path, "w").write(text)
-    print(f"wrote the scale section of {path} (N = {', '.join(str(r['nodes']) for r in reports)})")
+    cols = ", ".join(f"{r['nodes']} {r.get('dissemination', 'flood')}" for r in reports)
+    print(f"wrote the scale section of {path} (N = {cols})")
 
 
 if __name__ == "__main__":

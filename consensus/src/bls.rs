@@ -27,6 +27,11 @@ pub const POP_DST: &[u8] = b"BLS_POP_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
 /// certificate or used as equivocation evidence. That is also why it needs
 /// no slashing protection: whatever a node commits to, it has signed no verdict.
 pub const COMMIT_DST: &[u8] = b"RESOLVD_COMMIT_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
+/// DST of member records (a member's peer id and addresses, see
+/// `resolvd_proto::wire::MemberRecord`). Distinct from [`SIGNATURE_DST`] and
+/// [`COMMIT_DST`] for the same reason: a record signature is never a verdict
+/// or a commitment signature, so publishing one cannot be slashed.
+pub const RECORD_DST: &[u8] = b"RESOLVD_RECORD_BLS12381G2_XMD:SHA-256_SSWU_RO_POP_";
 
 /// Compressed G1 public key length.
 pub const PUBLIC_KEY_LEN: usize = 48;
@@ -133,6 +138,11 @@ impl SecretKey {
     /// a verdict signature, see there).
     pub fn sign_commit(&self, message: &B256) -> Signature {
         Signature(self.0.sign(message.as_slice(), COMMIT_DST, &[]))
+    }
+
+    /// Signs a member record's message under [`RECORD_DST`].
+    pub fn sign_record(&self, message: &B256) -> Signature {
+        Signature(self.0.sign(message.as_slice(), RECORD_DST, &[]))
     }
 
     /// Signs an arbitrary message under an arbitrary DST. resolvd itself only
@@ -331,6 +341,14 @@ impl Signature {
         }
     }
 
+    /// Checks a member record's signature (see [`SecretKey::sign_record`]).
+    pub fn verify_record(&self, key: &PublicKey, message: &B256) -> Result<()> {
+        match self.0.verify(false, message.as_slice(), RECORD_DST, &[], &key.0, false) {
+            BLST_ERROR::BLST_SUCCESS => Ok(()),
+            _ => Err(Error::VerifyFailed),
+        }
+    }
+
     /// The sum of `sigs`.
     pub fn aggregate<'a>(sigs: impl IntoIterator<Item = &'a Signature>) -> Result<Signature> {
         let sigs: Vec<&min_pk::Signature> = sigs.into_iter().map(|s| &s.0).collect();
@@ -371,6 +389,22 @@ mod tests {
         let verdict = sk.sign(&message);
         assert_eq!(verdict.verify_commit(&sk.public_key(), &message), Err(Error::VerifyFailed));
         assert_eq!(commit.verify_commit(&key(2).public_key(), &message), Err(Error::VerifyFailed));
+    }
+
+    /// A member record's signature is neither a verdict nor a commitment
+    /// signature, and neither of those is a record's.
+    #[test]
+    fn record_signatures_are_their_own() {
+        let (sk, pk) = (key(1), key(1).public_key());
+        let message = B256::repeat_byte(7);
+        let record = sk.sign_record(&message);
+        record.verify_record(&pk, &message).unwrap();
+        assert_eq!(record.verify(&pk, &message), Err(Error::VerifyFailed));
+        assert_eq!(record.verify_commit(&pk, &message), Err(Error::VerifyFailed));
+        for other in [sk.sign(&message), sk.sign_commit(&message)] {
+            assert_eq!(other.verify_record(&pk, &message), Err(Error::VerifyFailed));
+        }
+        assert_eq!(record.verify_record(&key(2).public_key(), &message), Err(Error::VerifyFailed));
     }
 
     #[test]

@@ -27,7 +27,8 @@ mod error;
 pub mod protection;
 
 pub use bls::{
-    PossessionBinding, PublicKey, SecretKey, Signature, COMMIT_DST, POP_DST, SIGNATURE_DST,
+    PossessionBinding, PublicKey, SecretKey, Signature, COMMIT_DST, POP_DST, RECORD_DST,
+    SIGNATURE_DST,
 };
 pub use certificate::{Attestation, BuilderEvent, CertificateBuilder, Queued, QuorumCertificate};
 pub use committee::{Committee, Member, Threshold, BPS, DEFAULT_THRESHOLD_BPS};

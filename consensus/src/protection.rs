@@ -106,6 +106,12 @@ impl<S: ProtectionStore> ProtectedSigner<S> {
         self.key.sign_commit(message)
     }
 
+    /// Signs a member record's message ([`crate::RECORD_DST`]): not a
+    /// verdict signature, so no protection record is involved.
+    pub fn sign_record(&self, message: &B256) -> Signature {
+        self.key.sign_record(message)
+    }
+
     /// Signs the EIP-712 digest of `commitment` under `domain`, unless a
     /// different commitment for the same deal was signed before.
     pub fn sign(

@@ -229,6 +229,40 @@ pub struct P2pSection {
     pub heartbeat_ms: u64,
     /// gossipsub mesh degree.
     pub mesh: usize,
+    /// How partials reach the committee: `aggregators` (each member sends its
+    /// partial straight to a few members, which aggregate) or `flood` (every
+    /// partial is gossiped to everyone). Every member of a network must run
+    /// the same one.
+    pub dissemination: DisseminationMode,
+    /// The addresses this node's member record publishes, where members
+    /// dial it for direct messages (multiaddrs). Unset: its listen addresses
+    /// (without `0.0.0.0`). Empty: none; members then reach it only over
+    /// connections that exist, and gossip otherwise.
+    pub advertise: Option<Vec<String>>,
+}
+
+/// `p2p.dissemination`.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DisseminationMode {
+    /// Partials go to the dispute's aggregators through its slices'
+    /// collectors, found through signed member records.
+    #[default]
+    Aggregators,
+    /// Every partial is gossiped to every node.
+    Flood,
+}
+
+impl std::str::FromStr for DisseminationMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "aggregators" => Ok(Self::Aggregators),
+            "flood" => Ok(Self::Flood),
+            other => Err(format!("p2p.dissemination: {other:?} is not aggregators or flood")),
+        }
+    }
 }
 
 impl Default for P2pSection {
@@ -238,6 +272,8 @@ impl Default for P2pSection {
             bootstrap: Vec::new(),
             heartbeat_ms: 700,
             mesh: 4,
+            dissemination: DisseminationMode::default(),
+            advertise: None,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The dispute engine ([`resolvd_engine`]) as the node runs it: gossip
-//! origins are libp2p's (message id, propagation source), and validation
+//! origins are libp2p's (message id and propagation source, or the peer of a
+//! direct message), and validation
 //! verdicts become gossipsub's `MessageAcceptance`.
 
 pub use resolvd_engine::*;
@@ -9,11 +10,14 @@ use libp2p::{
     PeerId,
 };
 
-/// Where a gossip message came from (to report its validation result).
+/// Where a gossip or direct message came from (to report its validation
+/// result).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Origin {
-    /// gossipsub message id.
-    pub id: MessageId,
+    /// gossipsub message id; `None` for a message sent directly
+    /// ([`crate::p2p::DIRECT_PROTOCOL`]), whose verdict scores its sender
+    /// through the application score instead.
+    pub id: Option<MessageId>,
     /// The peer that propagated it.
     pub peer: PeerId,
 }

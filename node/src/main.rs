@@ -244,6 +244,9 @@ pub(crate) struct RunArgs {
     /// Overrides `p2p.listen`.
     #[arg(long, env = "RESOLVD_P2P_LISTEN")]
     pub(crate) p2p_listen: Option<String>,
+    /// Overrides `p2p.dissemination` (`aggregators` or `flood`).
+    #[arg(long, env = "RESOLVD_DISSEMINATION")]
+    pub(crate) dissemination: Option<resolvd_node::config::DisseminationMode>,
     /// Overrides `p2p.bootstrap` (comma-separated multiaddrs).
     #[arg(long, env = "RESOLVD_BOOTSTRAP", value_delimiter = ',')]
     pub(crate) bootstrap: Option<Vec<String>>,
@@ -294,6 +297,7 @@ impl RunArgs {
         set(&mut c.chain.confirmations, &self.confirmations);
         set(&mut c.p2p.listen, &self.p2p_listen);
         set(&mut c.p2p.bootstrap, &self.bootstrap);
+        set(&mut c.p2p.dissemination, &self.dissemination);
         set(&mut c.api.listen, &self.api_listen);
         set(&mut c.log_format, &log_format);
         if self.signer.is_some() {

@@ -56,6 +56,11 @@ pub struct Metrics {
     pub content_fetches: Family<ResultLabel, Counter>,
     /// Content requests from peers, by result (ok / not_found / busy).
     pub content_served: Family<ResultLabel, Counter>,
+    /// Direct messages, by result (sent / fallback / failed / received /
+    /// rejected / graylisted).
+    pub direct: Family<ResultLabel, Counter>,
+    /// Member records known (committee members this node can reach directly).
+    pub member_records: Gauge,
     /// Connected peers.
     pub peers: Gauge,
     /// Disputes not yet settled or expired.
@@ -223,6 +228,8 @@ impl Default for Metrics {
             replay_queue: Gauge::default(),
             content_fetches: Family::default(),
             content_served: Family::default(),
+            direct: Family::default(),
+            member_records: Gauge::default(),
             peers: Gauge::default(),
             disputes_in_flight: Gauge::default(),
             disputes_in_memory: Gauge::default(),
@@ -234,6 +241,8 @@ impl Default for Metrics {
         r.register("replay_queue", "Replays queued or running", m.replay_queue.clone());
         r.register("content_fetches", "Content fetched from peers", m.content_fetches.clone());
         r.register("content_served", "Content requests from peers", m.content_served.clone());
+        r.register("direct_messages", "Direct messages", m.direct.clone());
+        r.register("member_records", "Member records known", m.member_records.clone());
         r.register("peers", "Connected peers", m.peers.clone());
         r.register("disputes_in_flight", "Disputes in flight", m.disputes_in_flight.clone());
         r.register("disputes_in_memory", "Disputes held in memory", m.disputes_in_memory.clone());
@@ -289,6 +298,7 @@ mod tests {
             &m.engine.commit_reveal,
             &m.engine.partials_verified,
             &m.content_served,
+            &m.direct,
         ] {
             f.get_or_create(&result).inc();
         }
@@ -308,7 +318,7 @@ mod tests {
         assert_eq!(names, NAMES);
     }
 
-    const NAMES: [&str; 42] = [
+    const NAMES: [&str; 44] = [
         "resolvd_account_balance_wei gauge",
         "resolvd_account_gas_cap_wei gauge",
         "resolvd_anchor_checks counter",
@@ -318,6 +328,7 @@ mod tests {
         "resolvd_commit_reveal counter",
         "resolvd_content_fetches counter",
         "resolvd_content_served counter",
+        "resolvd_direct_messages counter",
         "resolvd_dispute_to_certificate_seconds histogram",
         "resolvd_dispute_to_settlement_seconds histogram",
         "resolvd_disputes_in_flight gauge",
@@ -330,6 +341,7 @@ mod tests {
         "resolvd_gas_spent_wei gauge",
         "resolvd_gossip_bounded counter",
         "resolvd_gossip_messages counter",
+        "resolvd_member_records gauge",
         "resolvd_partials_verified counter",
         "resolvd_peers gauge",
         "resolvd_pending_partials gauge",

@@ -57,6 +57,7 @@ use tracing::{debug, error, info, warn};
 
 pub use crate::dispute::{submit_rank, DisputeView, Phase};
 
+mod direct;
 mod perform;
 mod start;
 mod tasks;
@@ -274,6 +275,10 @@ struct Peers {
     status_at: Option<Instant>,
     /// Gossip published before any peer was connected.
     outbox: Vec<Gossip>,
+    /// Where committee members are, direct sends, direct-message penalties.
+    directory: direct::Directory,
+    /// `p2p.advertise`, parsed.
+    advertise: Option<Vec<Multiaddr>>,
 }
 
 /// What a replay needs besides the request: the anchor check and the
@@ -458,6 +463,18 @@ impl Node {
                 }
             }
             self.drive();
+            if let Some(peer) = self.take_twin() {
+                error!(target: "node", %peer, "DOPPELGANGER: another process holds this node's BLS key (it sent a member record signed by the key)");
+                if self.engine.detects_doppelganger() {
+                    self.shared.metrics.doppelganger.set(1);
+                    self.publish_status();
+                    eyre::bail!(
+                        "doppelganger: peer {peer} sent a member record signed by this node's BLS key: \
+                         the key runs in another process; stop that one (or this one) before signing again"
+                    );
+                }
+                warn!(target: "node", "doppelganger detection is off (keys.doppelganger_wait_secs = 0): still signing");
+            }
             if let Some((deal, epoch, index)) = self.engine.doppelganger() {
                 self.shared.metrics.doppelganger.set(1);
                 self.publish_status();
@@ -713,11 +730,17 @@ impl Node {
             .gossip
             .get_or_create(&GossipLabel { topic: topic.label(), result })
             .inc();
-        let _ = self.swarm.behaviour_mut().gossipsub.report_message_validation_result(
-            &origin.id,
-            &origin.peer,
-            acceptance,
-        );
+        match &origin.id {
+            Some(id) => {
+                let _ = self.swarm.behaviour_mut().gossipsub.report_message_validation_result(
+                    id,
+                    &origin.peer,
+                    acceptance,
+                );
+            }
+            None if acceptance == MessageAcceptance::Reject => self.penalize(origin.peer),
+            None => {}
+        }
     }
 
     // ------------------------------------------------------------ p2p events
@@ -730,8 +753,12 @@ impl Node {
                 message_id,
                 message,
             })) => {
-                let origin = Origin { id: message_id, peer: propagation_source };
+                let origin = Origin { id: Some(message_id.clone()), peer: propagation_source };
                 match p2p::decode_gossip(&message) {
+                    Ok((topic, Gossip::Member(record))) => {
+                        let verdict = self.on_record(&record, None, now);
+                        self.report(&origin, topic, verdict);
+                    }
                     Ok((_, gossip)) => self.engine.on_gossip(origin, gossip, now),
                     Err(e) => {
                         warn!(target: "p2p", peer = %origin.peer, error = %e, "rejecting malformed gossip");
@@ -747,7 +774,7 @@ impl Node {
                                     .behaviour_mut()
                                     .gossipsub
                                     .report_message_validation_result(
-                                        &origin.id,
+                                        &message_id,
                                         &origin.peer,
                                         MessageAcceptance::Reject,
                                     );
@@ -756,6 +783,7 @@ impl Node {
                     }
                 }
             }
+            SwarmEvent::Behaviour(BehaviourEvent::Direct(event)) => self.on_direct(event, now),
             SwarmEvent::Behaviour(BehaviourEvent::Content(event)) => {
                 let served = self.tx_served();
                 let stored = self.content.on_event(&mut self.swarm, &self.store, &served, event);
@@ -771,6 +799,7 @@ impl Node {
                     self.peers.connected.insert(address, peer_id);
                 }
                 self.peers.status_at = None;
+                self.send_record_to(peer_id);
                 debug!(target: "p2p", %peer_id, "connected");
             }
             SwarmEvent::ConnectionClosed { peer_id, connection_id, num_established, .. } => {
@@ -943,6 +972,7 @@ impl Node {
             }
         }
         self.content.on_tick(&mut self.swarm, now);
+        self.on_direct_tick(now);
         // Re-dial bootstrap peers we are not connected to.
         if self.peers.last_dial.elapsed() >= Duration::from_secs(3) {
             self.peers.last_dial = now;

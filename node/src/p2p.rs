@@ -1,6 +1,7 @@
 //! The p2p layer: libp2p over TCP + noise + yamux, identify, gossipsub with
-//! application-side validation and peer scoring, and a request-response
-//! protocol to fetch content by hash.
+//! application-side validation and peer scoring, a request-response
+//! protocol to fetch content by hash, and one to send a message straight to
+//! a peer (aggregation's sends to a dispute's collectors and aggregators).
 //!
 //! This module knows wire formats, not disputes: every gossip message is
 //! decoded into its validated wire type ([`decode_gossip`]) before anything
@@ -9,7 +10,7 @@
 //! membership) and reports it to gossipsub. Content responses are unverified bytes until the requester
 //! hashes them ([`verify_content`]).
 //!
-//! Limits: gossip messages at most [`MAX_GOSSIP_LEN`] (64 KiB); content requests
+//! Limits: gossip and direct messages at most [`MAX_GOSSIP_LEN`] (64 KiB); content requests
 //! at most 256 bytes; content responses at most [`MAX_CONTENT_RESPONSE_LEN`]
 //! (16 MiB + 1 KiB).
 
@@ -34,6 +35,19 @@ pub const CONTENT_STREAMS: usize = 8;
 
 /// The request-response protocol for content by hash.
 pub const CONTENT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/content/1");
+
+/// The request-response protocol for direct messages: a topic and a
+/// message's bytes, answered with an empty acknowledgement as soon as the
+/// bytes are read. The message is judged as if gossiped on the topic, but
+/// never forwarded.
+pub const DIRECT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/direct/1");
+
+/// Concurrent direct streams (inbound + outbound) per connection.
+pub const DIRECT_STREAMS: usize = 16;
+
+/// How long a direct send may take before it counts as failed (and the
+/// message goes out on gossip instead).
+pub const DIRECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub use resolvd_proto::wire::{Gossip, Topic};
 
@@ -74,6 +88,91 @@ pub fn decode_gossip(message: &gossipsub::Message) -> Result<(Topic, Gossip), Go
     let gossip =
         Gossip::decode(topic, &message.data).map_err(|e| GossipError::Malformed(topic, e))?;
     Ok((topic, gossip))
+}
+
+/// A message sent straight to one peer ([`DIRECT_PROTOCOL`]): the topic it
+/// would be gossiped on, and its wire bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Direct {
+    /// Its topic.
+    pub topic: Topic,
+    /// Its encoding (canonical, as on gossip).
+    pub data: Vec<u8>,
+}
+
+impl Direct {
+    /// The message to send `gossip` directly.
+    pub fn of(gossip: &Gossip) -> Self {
+        let (topic, data) = gossip.encode();
+        Self { topic, data }
+    }
+
+    /// Decodes it exactly as gossip on its topic is decoded.
+    pub fn decode(&self) -> Result<Gossip, GossipError> {
+        Gossip::decode(self.topic, &self.data).map_err(|e| GossipError::Malformed(self.topic, e))
+    }
+
+    fn to_frame(&self) -> Vec<u8> {
+        let tag = Topic::ALL.iter().position(|t| *t == self.topic).expect("a topic") as u8;
+        let mut frame = Vec::with_capacity(1 + self.data.len());
+        frame.push(tag);
+        frame.extend_from_slice(&self.data);
+        frame
+    }
+
+    fn from_frame(mut frame: Vec<u8>) -> io::Result<Self> {
+        let topic = frame
+            .first()
+            .and_then(|&tag| Topic::ALL.get(usize::from(tag)).copied())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unknown direct topic"))?;
+        frame.remove(0);
+        Ok(Self { topic, data: frame })
+    }
+}
+
+/// Codec of [`DIRECT_PROTOCOL`]: a length-prefixed frame of one topic byte
+/// (its place in [`Topic::ALL`]) and at most [`MAX_GOSSIP_LEN`] bytes; the
+/// response is an empty frame.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DirectCodec;
+
+impl request_response::Codec for DirectCodec {
+    type Protocol = StreamProtocol;
+    type Request = Direct;
+    type Response = ();
+
+    async fn read_request<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Direct>
+    where
+        T: futures::AsyncRead + Unpin + Send,
+    {
+        Direct::from_frame(read_frame(io, MAX_GOSSIP_LEN + 1).await?)
+    }
+
+    async fn read_response<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<()>
+    where
+        T: futures::AsyncRead + Unpin + Send,
+    {
+        read_frame(io, 0).await.map(drop)
+    }
+
+    async fn write_request<T>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+        req: Direct,
+    ) -> io::Result<()>
+    where
+        T: futures::AsyncWrite + Unpin + Send,
+    {
+        write_frame(io, &req.to_frame()).await
+    }
+
+    async fn write_response<T>(&mut self, _: &StreamProtocol, io: &mut T, (): ()) -> io::Result<()>
+    where
+        T: futures::AsyncWrite + Unpin + Send,
+    {
+        write_frame(io, &[]).await
+    }
 }
 
 /// Length-prefixed protobuf codec for [`ContentRequest`] / [`ContentResponse`].
@@ -176,7 +275,7 @@ mod behaviour {
     // The derive generates `BehaviourEvent` without documentation.
     #![allow(missing_docs)]
 
-    use super::ContentCodec;
+    use super::{ContentCodec, DirectCodec};
     use libp2p::{gossipsub, identify, request_response, swarm::NetworkBehaviour};
 
     /// The one libp2p behaviour of a node.
@@ -188,6 +287,8 @@ mod behaviour {
         pub identify: identify::Behaviour,
         /// Content by hash.
         pub content: request_response::Behaviour<ContentCodec>,
+        /// Messages sent straight to a peer.
+        pub direct: request_response::Behaviour<DirectCodec>,
     }
 }
 
@@ -214,6 +315,9 @@ pub struct P2pConfig {
     /// `history_length` = 5 heartbeats) and stay below the engine's republish
     /// period, or republishing sends nothing.
     pub seen_ttl: Duration,
+    /// Take slice aggregates and member records (aggregation); a node that
+    /// floods partials takes neither.
+    pub aggregation: bool,
 }
 
 impl Default for P2pConfig {
@@ -224,6 +328,7 @@ impl Default for P2pConfig {
             mesh: 4,
             max_message: MAX_GOSSIP_LEN,
             seen_ttl: Duration::from_secs(12),
+            aggregation: false,
         }
     }
 }
@@ -314,6 +419,9 @@ pub fn build_swarm(
                     },
                 );
             }
+            // Rejected direct messages count as the application score (P5),
+            // weight 1: the node sets it to -100 x count^2 with the same decay.
+            params.app_specific_weight = 1.0;
             gossipsub.with_peer_score(params, gossipsub::PeerScoreThresholds::default())?;
             let identify =
                 identify::Behaviour::new(identify::Config::new("/resolvd/1".into(), key.public()));
@@ -325,14 +433,20 @@ pub fn build_swarm(
                     .with_request_timeout(Duration::from_secs(30))
                     .with_max_concurrent_streams(CONTENT_STREAMS),
             );
-            Ok(Behaviour { gossipsub, identify, content })
+            let direct = request_response::Behaviour::new(
+                [(DIRECT_PROTOCOL, ProtocolSupport::Full)],
+                request_response::Config::default()
+                    .with_request_timeout(DIRECT_TIMEOUT)
+                    .with_max_concurrent_streams(DIRECT_STREAMS),
+            );
+            Ok(Behaviour { gossipsub, identify, content, direct })
         })
         .map_err(setup)?
         .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
         .build();
-    // Slice aggregates travel only with aggregators, which the daemon does
-    // not run (it floods partials): it does not take them.
-    for topic in Topic::ALL.into_iter().filter(|t| *t != Topic::Aggregates) {
+    // Slice aggregates and member records exist only with aggregation.
+    let aggregation_only = |t: &Topic| matches!(t, Topic::Aggregates | Topic::Members);
+    for topic in Topic::ALL.into_iter().filter(|t| config.aggregation || !aggregation_only(t)) {
         swarm.behaviour_mut().gossipsub.subscribe(&topic.ident()).map_err(setup)?;
     }
     swarm.listen_on(config.listen.clone()).map_err(setup)?;
@@ -343,6 +457,20 @@ pub fn build_swarm(
 mod tests {
     use super::*;
     use resolvd_proto::wire::PartialCommit;
+
+    /// A direct frame names its topic by its place in `Topic::ALL`; an
+    /// unknown place is an error, and the message decodes as gossip does.
+    #[test]
+    fn direct_frames_carry_a_known_topic() {
+        for topic in Topic::ALL {
+            let d = Direct { topic, data: vec![1, 2, 3] };
+            assert_eq!(Direct::from_frame(d.to_frame()).unwrap(), d);
+        }
+        assert!(Direct::from_frame(vec![Topic::ALL.len() as u8, 1]).is_err());
+        assert!(Direct::from_frame(Vec::new()).is_err());
+        let garbage = Direct { topic: Topic::Verdicts, data: b"\xffgarbage".to_vec() };
+        assert!(matches!(garbage.decode(), Err(GossipError::Malformed(Topic::Verdicts, _))));
+    }
 
     /// Byte-different encodings of one message are not accepted as gossip
     /// (each would be a new gossipsub message id: accepted, forwarded and

@@ -510,6 +510,104 @@ impl WireMessage for ConflictEvidence {
     }
 }
 
+/// Domain prefix of [`MemberRecord::signing_message`].
+pub const MEMBER_RECORD_SIGNATURE_DOMAIN: &[u8] = b"resolvd/v1/member-record";
+/// Most listen addresses one [`MemberRecord`] carries.
+pub const MAX_RECORD_ADDRS: usize = 8;
+/// Longest peer id or address in a [`MemberRecord`].
+pub const MAX_RECORD_FIELD: usize = 128;
+
+/// Where a committee member can be reached: its libp2p peer id and listen
+/// addresses, signed by its registered BLS key (under the consensus crate's
+/// member-record DST, never the verdict DST) over [`Self::signing_message`].
+/// Aggregation sends partials and aggregates straight to a dispute's
+/// collectors and aggregators; this record is how a node finds them, and
+/// only the key's holder can point its index at a peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberRecord {
+    /// The member's compressed BLS public key.
+    pub public_key: [u8; 48],
+    /// The signer's counter: a record replaces one of the same key with a
+    /// lower `seq` (nodes use unix milliseconds).
+    pub seq: u64,
+    /// The libp2p peer id (multihash bytes; the p2p layer parses it).
+    pub peer_id: Vec<u8>,
+    /// Listen multiaddrs (bytes; the p2p layer parses them).
+    pub addrs: Vec<Vec<u8>>,
+    /// The signature over [`Self::signing_message`] (compressed G2).
+    pub signature: SignatureBytes,
+}
+
+impl MemberRecord {
+    /// What the member signs: `SHA-256("resolvd/v1/member-record" ‖
+    /// publicKey ‖ seq_be8 ‖ len_be2(peerId) ‖ peerId ‖ count_be2(addrs) ‖
+    /// (len_be2(addr) ‖ addr)…)`.
+    pub fn signing_message(&self) -> B256 {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new()
+            .chain_update(MEMBER_RECORD_SIGNATURE_DOMAIN)
+            .chain_update(self.public_key)
+            .chain_update(self.seq.to_be_bytes());
+        // Lengths are bounded by validation (and by construction here).
+        let len = |n: usize| (n.min(u16::MAX as usize) as u16).to_be_bytes();
+        h.update(len(self.peer_id.len()));
+        h.update(&self.peer_id);
+        h.update(len(self.addrs.len()));
+        for a in &self.addrs {
+            h.update(len(a.len()));
+            h.update(a);
+        }
+        B256::from_slice(&h.finalize())
+    }
+}
+
+impl WireMessage for MemberRecord {
+    const NAME: &'static str = "MemberRecord";
+    const MAX_LEN: usize = 2048;
+    type Proto = pb::MemberRecord;
+
+    fn from_proto(p: Self::Proto) -> Result<Self, WireError> {
+        let field = |field: &'static str, v: &[u8]| {
+            if v.is_empty() || v.len() > MAX_RECORD_FIELD {
+                return Err(WireError::OutOfRange {
+                    message: Self::NAME,
+                    field,
+                    reason: "empty or longer than 128 bytes",
+                });
+            }
+            Ok(())
+        };
+        field("peer_id", &p.peer_id)?;
+        if p.addrs.len() > MAX_RECORD_ADDRS {
+            return Err(WireError::OutOfRange {
+                message: Self::NAME,
+                field: "addrs",
+                reason: "more than 8 addresses",
+            });
+        }
+        for a in &p.addrs {
+            field("addrs", a)?;
+        }
+        Ok(Self {
+            public_key: fixed(Self::NAME, "public_key", &p.public_key)?,
+            seq: p.seq,
+            peer_id: p.peer_id,
+            addrs: p.addrs,
+            signature: fixed(Self::NAME, "signature", &p.signature)?,
+        })
+    }
+
+    fn to_proto(&self) -> Self::Proto {
+        pb::MemberRecord {
+            public_key: self.public_key.to_vec(),
+            seq: self.seq,
+            peer_id: self.peer_id.clone(),
+            addrs: self.addrs.clone(),
+            signature: self.signature.to_vec(),
+        }
+    }
+}
+
 /// A request for content by hash.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ContentRequest {
@@ -620,17 +718,20 @@ pub enum Topic {
     /// `SignerAggregate`s of verified partials, sent to a dispute's
     /// aggregators by the collectors of a slice of the committee.
     Aggregates,
+    /// `MemberRecord`s: where committee members can be reached.
+    Members,
 }
 
 impl Topic {
     /// Every topic.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Disputes,
         Self::Verdicts,
         Self::Commits,
         Self::Certificates,
         Self::Evidence,
         Self::Aggregates,
+        Self::Members,
     ];
 
     /// The gossipsub topic name.
@@ -642,6 +743,7 @@ impl Topic {
             Self::Certificates => "resolvd/v1/certificates",
             Self::Evidence => "resolvd/v1/evidence",
             Self::Aggregates => "resolvd/v1/aggregates",
+            Self::Members => "resolvd/v1/members",
         }
     }
 
@@ -654,6 +756,7 @@ impl Topic {
             Self::Certificates => "certificates",
             Self::Evidence => "evidence",
             Self::Aggregates => "aggregates",
+            Self::Members => "members",
         }
     }
 }
@@ -673,6 +776,8 @@ pub enum Gossip {
     Evidence(Box<ConflictEvidence>),
     /// On `Aggregates`.
     Aggregate(Box<SignerAggregate>),
+    /// On `Members`.
+    Member(Box<MemberRecord>),
 }
 
 impl Gossip {
@@ -690,6 +795,7 @@ impl Gossip {
             Topic::Aggregates => {
                 Self::Aggregate(Box::new(SignerAggregate::decode_canonical(data)?))
             }
+            Topic::Members => Self::Member(Box::new(MemberRecord::decode_canonical(data)?)),
         })
     }
 
@@ -702,6 +808,7 @@ impl Gossip {
             Self::Certificate(m) => (Topic::Certificates, m.encode_wire()),
             Self::Evidence(m) => (Topic::Evidence, m.encode_wire()),
             Self::Aggregate(m) => (Topic::Aggregates, m.encode_wire()),
+            Self::Member(m) => (Topic::Members, m.encode_wire()),
         }
     }
 }
@@ -709,6 +816,89 @@ impl Gossip {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn record() -> MemberRecord {
+        MemberRecord {
+            public_key: [7; 48],
+            seq: 1_700_000_000_000,
+            peer_id: vec![0, 36, 8, 1, 18, 32],
+            addrs: vec![vec![4, 127, 0, 0, 1, 6, 0x24, 0xb8]],
+            signature: [9; 96],
+        }
+    }
+
+    /// A member record round-trips through gossip; every field is signed,
+    /// and the field lengths are framed (moving a byte from the peer id to
+    /// an address changes the message).
+    #[test]
+    fn member_records_round_trip_and_sign_every_field() {
+        let r = record();
+        let (topic, bytes) = Gossip::Member(Box::new(r.clone())).encode();
+        assert_eq!(topic, Topic::Members);
+        assert_eq!(Gossip::decode(topic, &bytes).unwrap(), Gossip::Member(Box::new(r.clone())));
+        let m = r.signing_message();
+        let mut changed = Vec::new();
+        let mut c = r.clone();
+        c.public_key[0] ^= 1;
+        changed.push(c);
+        let mut c = r.clone();
+        c.seq += 1;
+        changed.push(c);
+        let mut c = r.clone();
+        c.peer_id.push(0);
+        changed.push(c);
+        let mut c = r.clone();
+        let moved = c.peer_id.pop().unwrap();
+        c.addrs[0].insert(0, moved);
+        changed.push(c);
+        let mut c = r.clone();
+        c.addrs.push(vec![1]);
+        changed.push(c);
+        for c in changed {
+            assert_ne!(c.signing_message(), m, "{c:?}");
+        }
+        // (The signature is what is signed over, not part of it.)
+        let mut c = r;
+        c.signature[0] ^= 1;
+        assert_eq!(c.signing_message(), m);
+    }
+
+    /// Oversized or empty fields and too many addresses are rejected.
+    #[test]
+    fn member_records_are_bounded() {
+        let bad = |f: fn(&mut MemberRecord)| {
+            let mut r = record();
+            f(&mut r);
+            MemberRecord::decode_wire(&r.encode_wire()).unwrap_err()
+        };
+        assert!(matches!(
+            bad(|r| r.peer_id.clear()),
+            WireError::OutOfRange { field: "peer_id", .. }
+        ));
+        assert!(matches!(
+            bad(|r| r.peer_id = vec![1; MAX_RECORD_FIELD + 1]),
+            WireError::OutOfRange { field: "peer_id", .. }
+        ));
+        assert!(matches!(
+            bad(|r| r.addrs = vec![vec![1]; MAX_RECORD_ADDRS + 1]),
+            WireError::OutOfRange { field: "addrs", .. }
+        ));
+        assert!(matches!(
+            bad(|r| r.addrs = vec![vec![1; MAX_RECORD_FIELD + 1]]),
+            WireError::OutOfRange { field: "addrs", .. }
+        ));
+        let mut p = record().to_proto();
+        p.public_key.pop();
+        assert!(matches!(
+            MemberRecord::from_proto(p),
+            Err(WireError::InvalidLength { field: "public_key", .. })
+        ));
+        let mut r = record();
+        r.addrs = vec![vec![1; MAX_RECORD_FIELD]; MAX_RECORD_ADDRS];
+        r.peer_id = vec![1; MAX_RECORD_FIELD];
+        assert!(r.encode_wire().len() <= MemberRecord::MAX_LEN);
+        assert_eq!(MemberRecord::decode_wire(&r.encode_wire()).unwrap(), r);
+    }
 
     /// Topic names are the protocol's: a node on other names hears no one.
     #[test]
@@ -722,11 +912,20 @@ mod tests {
                 "resolvd/v1/certificates",
                 "resolvd/v1/evidence",
                 "resolvd/v1/aggregates",
+                "resolvd/v1/members",
             ]
         );
         assert_eq!(
             Topic::ALL.map(Topic::label),
-            ["disputes", "verdicts", "commits", "certificates", "evidence", "aggregates"]
+            [
+                "disputes",
+                "verdicts",
+                "commits",
+                "certificates",
+                "evidence",
+                "aggregates",
+                "members"
+            ]
         );
     }
 }

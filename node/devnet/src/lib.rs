@@ -659,6 +659,9 @@ pub struct DevnetOptions {
     /// listening there (p2p 9400, API 9500); the caller keeps the `Netns`
     /// alive while the devnet runs.
     pub netns: Option<resolvd_netns::NetnsLayout>,
+    /// `p2p.dissemination` of every node (default: the node's default, or
+    /// `RESOLVD_DISSEMINATION`).
+    pub dissemination: Option<resolvd_node::config::DisseminationMode>,
 }
 
 impl DevnetOptions {
@@ -690,6 +693,7 @@ impl DevnetOptions {
             commit_reveal_ms: 0,
             hosts: None,
             netns: None,
+            dissemination: std::env::var("RESOLVD_DISSEMINATION").ok().and_then(|m| m.parse().ok()),
         }
     }
 }
@@ -959,6 +963,14 @@ impl Devnet {
                 addrs.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, a)| a.clone()).collect()
             };
             config.p2p.heartbeat_ms = 200;
+            if let Some(mode) = options.dissemination {
+                config.p2p.dissemination = mode;
+            }
+            if options.link_proxies {
+                // Members reach each other only through the links (a direct
+                // dial to a listen address would cross a partition).
+                config.p2p.advertise = Some(Vec::new());
+            }
             config.api.listen = SocketAddr::from(([127, 0, 0, 1], api_port));
             config.pipeline.retry_ms = 500;
             config.pipeline.submit_slot_ms = options.submit_slot_ms;

@@ -226,6 +226,8 @@ pub enum Action<O> {
     /// forwarded; the members verify it as a gossiped one (its origin's
     /// verdict comes back in [`Action::Report`]).
     Send {
+        /// The committee epoch the indices are of.
+        epoch: u64,
         /// The members.
         to: Vec<u32>,
         /// The message.

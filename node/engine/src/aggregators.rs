@@ -183,7 +183,8 @@ impl<O: MessageOrigin> Engine<O> {
         }
         to.retain(|&i| Some(i) != me);
         if !to.is_empty() {
-            self.push(Action::Send { to, gossip });
+            let epoch = d.info.epoch;
+            self.push(Action::Send { epoch, to, gossip });
         }
     }
 
@@ -248,12 +249,12 @@ impl<O: MessageOrigin> Engine<O> {
                 // Again only if it grows, and not before `collect_wait`.
                 *due = None;
                 if !to.is_empty() {
-                    sends.push((to.clone(), Box::new(aggregate.to_wire())));
+                    sends.push((d.info.epoch, to.clone(), Box::new(aggregate.to_wire())));
                 }
             }
         }
-        for (to, aggregate) in sends {
-            self.push(Action::Send { to, gossip: Gossip::Aggregate(aggregate) });
+        for (epoch, to, aggregate) in sends {
+            self.push(Action::Send { epoch, to, gossip: Gossip::Aggregate(aggregate) });
         }
     }
 

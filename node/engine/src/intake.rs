@@ -82,6 +82,8 @@ impl<O: MessageOrigin> Engine<O> {
                 }
             }
             Gossip::Aggregate(a) => self.on_aggregate(*a, origin, now),
+            // Member records are the host's (where members are reached).
+            Gossip::Member(_) => self.report(origin, Topic::Members, Validation::Ignore),
         }
     }
 

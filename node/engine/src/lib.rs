@@ -273,6 +273,11 @@ impl<O: MessageOrigin> Engine<O> {
         }
     }
 
+    /// Whether the node watches for another process with its key.
+    pub fn detects_doppelganger(&self) -> bool {
+        self.cfg.detect_doppelganger
+    }
+
     /// A partial of this node's key it did not make, once seen (deal,
     /// epoch, signer index): the node must stop signing.
     pub fn doppelganger(&self) -> Option<(B256, u64, u32)> {
@@ -313,6 +318,11 @@ impl<O: MessageOrigin> Engine<O> {
     /// The committee of `epoch`, if loaded.
     pub fn committee(&self, epoch: u64) -> Option<&resolvd_consensus::Committee> {
         self.chain.committees.get(&epoch)
+    }
+
+    /// Whether `key` is a member of a loaded committee.
+    pub fn is_member(&self, key: &resolvd_consensus::PublicKey) -> bool {
+        self.chain.committees.values().any(|c| c.index_of(key).is_some())
     }
 
     /// Epochs whose committee is loaded.

@@ -690,7 +690,7 @@ impl Simulation {
                 }
             }
             Action::Publish(gossip) => self.publish(node, gossip, work),
-            Action::Send { to, gossip } => {
+            Action::Send { to, gossip, .. } => {
                 let Some(gossip) = self.as_role(node, gossip) else { return };
                 if let Gossip::Aggregate(a) = &gossip {
                     // Summing the slice's signatures.

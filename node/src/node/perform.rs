@@ -44,10 +44,7 @@ impl Node {
                 self.sign(&domain, deal_id, commitment, epoch, index, commit, now);
             }
             Action::Publish(gossip) => self.publish(gossip),
-            // The daemon runs `Dissemination::Flood`, whose engine never asks
-            // for a direct send; without a member-to-peer binding a direct send
-            // goes out on gossip, which reaches the members among everyone.
-            Action::Send { gossip, .. } => self.publish(gossip),
+            Action::Send { epoch, to, gossip } => self.send_direct(epoch, &to, gossip),
             Action::Report { origin, topic, acceptance } => {
                 self.report(&origin, topic, crate::dispute::acceptance(acceptance))
             }

@@ -11,9 +11,9 @@ use crate::{
     chain::anchor::AnchorChecker,
     chain::rpc::RpcOptions,
     chain::{Chain, ChainError},
-    config::{KeysConfig, NodeConfig},
+    config::{DisseminationMode, KeysConfig, NodeConfig},
     content::ContentService,
-    dispute::{Engine, EngineConfig},
+    dispute::{Aggregation, Dissemination, Engine, EngineConfig},
     faults::Faults,
     metrics::Metrics,
     p2p::{self, P2pConfig},
@@ -46,6 +46,16 @@ impl Node {
         let signs = secret.is_some() || remote.is_some();
         let engine_cfg = engine_config(&cfg, &chain, signs);
         let (p2p_config, bootstrap) = p2p_settings(&cfg, engine_cfg.republish)?;
+        let advertise = cfg
+            .p2p
+            .advertise
+            .as_ref()
+            .map(|list| {
+                list.iter()
+                    .map(|a| a.parse().map_err(|e| eyre::eyre!("p2p.advertise {a}: {e}")))
+                    .collect::<eyre::Result<Vec<Multiaddr>>>()
+            })
+            .transpose()?;
         let swarm = p2p::build_swarm(p2p_identity(&cfg.data_dir)?, &p2p_config)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let (content_tx, content_rx) = mpsc::unbounded_channel();
@@ -105,6 +115,8 @@ impl Node {
                 status: Vec::new(),
                 status_at: None,
                 outbox: Vec::new(),
+                directory: Default::default(),
+                advertise,
             },
             inbox: Inbox { tx, rx, content_rx },
             cursor,
@@ -207,6 +219,7 @@ fn p2p_settings(
         heartbeat: Duration::from_millis(cfg.p2p.heartbeat_ms.max(50)),
         mesh: cfg.p2p.mesh,
         seen_ttl: republish * 3 / 4,
+        aggregation: cfg.p2p.dissemination == DisseminationMode::Aggregators,
         ..P2pConfig::default()
     };
     let bootstrap = cfg
@@ -350,6 +363,10 @@ fn engine_config(cfg: &NodeConfig, chain: &Chain, signs: bool) -> EngineConfig {
         retain_settled: Duration::from_secs(cfg.pipeline.retain_settled_secs),
         submits: chain.account.is_some(),
         detect_doppelganger: cfg.keys.doppelganger_wait_secs > 0 && signs,
+        dissemination: match cfg.p2p.dissemination {
+            DisseminationMode::Aggregators => Dissemination::Aggregators(Aggregation::default()),
+            DisseminationMode::Flood => Dissemination::Flood,
+        },
         ..EngineConfig::default()
     }
 }

@@ -1,6 +1,7 @@
 //! Integration tests of resolvd-node.
 
 mod abi;
+mod aggregation;
 mod api;
 mod attest;
 mod bench;

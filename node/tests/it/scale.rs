@@ -205,13 +205,21 @@ fn clock_ticks() -> f64 {
 /// Gossip messages a node validated, by `topic/result`.
 fn gossip_counts(metrics: &str) -> std::collections::BTreeMap<String, f64> {
     let mut out = std::collections::BTreeMap::new();
-    for line in metrics.lines().filter(|l| l.starts_with("resolvd_gossip_messages_total{")) {
+    for line in metrics.lines() {
         let label = |key: &str| {
             let start = line.find(&format!("{key}=\""))? + key.len() + 2;
             let end = start + line[start..].find('"')?;
             Some(line[start..end].to_owned())
         };
-        let (Some(topic), Some(result)) = (label("topic"), label("result")) else { continue };
+        // Direct messages count as `direct/<result>` (not as gossip).
+        let topic = if line.starts_with("resolvd_gossip_messages_total{") {
+            label("topic")
+        } else if line.starts_with("resolvd_direct_messages_total{") {
+            Some("direct".to_owned())
+        } else {
+            continue;
+        };
+        let (Some(topic), Some(result)) = (topic, label("result")) else { continue };
         let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
             continue;
         };
@@ -275,7 +283,9 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
         cpu.push((b.cpu[i] - a.cpu[i]) / per);
         for (k, v) in &b.gossip[i] {
             let d = v - a.gossip[i].get(k).copied().unwrap_or(0.0);
-            gossip_total += d;
+            if !k.starts_with("direct/") {
+                gossip_total += d;
+            }
             *by_topic.entry(k.clone()).or_default() += d / per;
         }
         verdicts.push((b.verified[i] - a.verified[i]) / per);
@@ -385,6 +395,7 @@ async fn scale_bench() {
     let rss_mib: Vec<f64> = peak_rss.iter().map(|k| *k as f64 / 1024.0).collect();
     let report = serde_json::json!({
         "nodes": nodes,
+        "dissemination": net.0.nodes[0].config.p2p.dissemination,
         "disputes": disputes,
         "build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "link": {

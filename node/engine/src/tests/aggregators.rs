@@ -35,7 +35,7 @@ fn sends(actions: &[Action]) -> Vec<(Vec<u32>, &'static str)> {
     actions
         .iter()
         .filter_map(|x| match x {
-            Action::Send { to, gossip } => Some((
+            Action::Send { to, gossip, .. } => Some((
                 to.clone(),
                 match gossip {
                     Gossip::Verdict(_) => "verdict",
@@ -172,7 +172,9 @@ fn a_collector_sends_its_complete_slice_to_the_aggregators() {
     let out: Vec<_> = actions
         .iter()
         .filter_map(|x| match x {
-            Action::Send { to, gossip: Gossip::Aggregate(agg) } => Some((to.clone(), agg.clone())),
+            Action::Send { to, gossip: Gossip::Aggregate(agg), .. } => {
+                Some((to.clone(), agg.clone()))
+            }
             _ => None,
         })
         .collect();

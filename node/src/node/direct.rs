@@ -1,0 +1,413 @@
+//! Aggregation's direct messages.
+//!
+//! - **Where members are.** Each member signs a [`MemberRecord`] (its peer id
+//!   and listen addresses, under the member-record DST, never the verdict
+//!   one) and gossips it when it first finds its key in a committee, again
+//!   after [`RECORD_FIRST`], twice that, and so on up to every
+//!   [`RECORD_EVERY`] (the first copies may go out before a mesh carries
+//!   them), and whenever the newest epoch changes. It also sends it
+//!   straight to every peer that connects. A record is taken only from a key
+//!   of a loaded committee, with a valid signature and a `seq` above the one
+//!   held, at most once per [`RECORD_MIN_GAP`] per key: one verification
+//!   per member and period, whatever a peer sends.
+//! - **Doppelgängers.** A record of this node's own key naming another peer,
+//!   sent by that peer itself, means the key runs in another process: with
+//!   doppelgänger detection on, the node stops as it does for a partial of
+//!   its key that it did not make (see [`Node::on_own_key_elsewhere`]).
+//! - **Sending.** The engine's `Action::Send` goes to each member's peer over
+//!   [`p2p::DIRECT_PROTOCOL`]. A member without a record, and a send that
+//!   fails, fall back to gossip, which reaches the member among everyone.
+//! - **Receiving.** A direct message is decoded as gossip on its topic and
+//!   judged by the engine, but never forwarded. A rejected one (malformed,
+//!   bad signature, not a member) raises its sender's penalty; the penalty
+//!   is the sender's gossipsub application score (`-100 × penalty²`,
+//!   decaying 1 %/s like a topic's invalid deliveries), so one rejection
+//!   graylists a peer for about 11 s on gossip and direct messages alike.
+
+use super::Node;
+use crate::{
+    config::DisseminationMode,
+    dispute::Origin,
+    metrics::ResultLabel,
+    p2p::{Direct, Gossip, Topic},
+};
+use libp2p::{
+    gossipsub::MessageAcceptance,
+    multiaddr::Protocol,
+    request_response::{self, OutboundRequestId},
+    swarm::dial_opts::DialOpts,
+    Multiaddr, PeerId,
+};
+use resolvd_consensus::{PublicKey, Signature};
+use resolvd_proto::wire::{MemberRecord, MAX_RECORD_ADDRS};
+use std::{
+    collections::{HashMap, HashSet},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+use tracing::{debug, info, warn};
+
+/// A member re-signs and gossips its record this long after the first
+/// time, then after doubling waits …
+const RECORD_FIRST: Duration = Duration::from_secs(3);
+/// … up to this one.
+const RECORD_EVERY: Duration = Duration::from_secs(600);
+/// A key's record is replaced at most this often (each replacement costs a
+/// pairing).
+const RECORD_MIN_GAP: Duration = Duration::from_secs(2);
+/// gossipsub's default graylist threshold: direct messages from a peer
+/// scored below it are dropped unread, as its gossip is.
+const GRAYLIST: f64 = -80.0;
+/// The application score of one unit of penalty (that of one invalid
+/// message delivery on a topic).
+const PENALTY_WEIGHT: f64 = -100.0;
+/// Penalties decay by this factor per second.
+const PENALTY_DECAY: f64 = 0.99;
+/// Other holders of this node's key dialled, at most.
+const MAX_TWIN_DIALS: usize = 16;
+/// Direct sends awaiting their answer (each times out after
+/// [`p2p::DIRECT_TIMEOUT`]); more go out on gossip.
+const MAX_PENDING: usize = 4096;
+
+/// This node's record, when it was published, the newest epoch then and
+/// the wait before the next one.
+#[derive(Debug)]
+struct Own {
+    record: MemberRecord,
+    at: Instant,
+    epoch: u64,
+    next: Duration,
+}
+
+/// A member's verified record.
+#[derive(Debug)]
+struct Known {
+    peer: PeerId,
+    addrs: Vec<Multiaddr>,
+    seq: u64,
+    at: Instant,
+}
+
+/// Member records, direct sends in flight and direct-message penalties.
+#[derive(Debug, Default)]
+pub(super) struct Directory {
+    /// Verified records by compressed member key.
+    records: HashMap<[u8; 48], Known>,
+    /// This node's record as last published.
+    own: Option<Own>,
+    /// Direct sends in flight, and what to gossip if one fails.
+    pending: HashMap<OutboundRequestId, Gossip>,
+    /// Rejected direct messages per peer (decaying).
+    penalties: HashMap<PeerId, f64>,
+    /// A peer that sent a record of this node's key itself.
+    twin: Option<PeerId>,
+    /// Peers named by records of this node's key, dialled once each.
+    dialed: HashSet<PeerId>,
+    /// Publish this node's record at the next tick.
+    republish: bool,
+    decayed_at: Option<Instant>,
+}
+
+impl Node {
+    fn count_direct(&self, result: &'static str) {
+        self.shared.metrics.direct.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// Performs `Action::Send`: each member's peer directly, gossip for the
+    /// rest (once).
+    pub(super) fn send_direct(&mut self, epoch: u64, to: &[u32], gossip: Gossip) {
+        let local = *self.swarm.local_peer_id();
+        let mut targets = Vec::with_capacity(to.len());
+        let mut fallback = false;
+        if let Some(committee) = self.engine.committee(epoch) {
+            for &index in to {
+                let known = committee
+                    .member(index)
+                    .ok()
+                    .and_then(|m| self.peers.directory.records.get(&m.key.compress()));
+                match known {
+                    Some(k) if k.peer != local => targets.push((k.peer, k.addrs.clone())),
+                    Some(_) => {}
+                    None => fallback = true,
+                }
+            }
+        } else {
+            fallback = true;
+        }
+        if self.peers.directory.pending.len() + targets.len() > MAX_PENDING {
+            fallback = true;
+            targets.clear();
+        }
+        let message = Direct::of(&gossip);
+        for (peer, addrs) in targets {
+            let id = self.swarm.behaviour_mut().direct.send_request_with_addresses(
+                &peer,
+                message.clone(),
+                addrs,
+            );
+            self.peers.directory.pending.insert(id, gossip.clone());
+            self.count_direct("sent");
+        }
+        if fallback {
+            self.count_direct("fallback");
+            self.publish(gossip);
+        }
+    }
+
+    /// A direct-protocol event.
+    pub(super) fn on_direct(&mut self, event: request_response::Event<Direct, ()>, now: Instant) {
+        match event {
+            request_response::Event::Message { peer, message, .. } => match message {
+                request_response::Message::Request { request, channel, .. } => {
+                    // Acknowledged on receipt: the verdict is the engine's.
+                    let _ = self.swarm.behaviour_mut().direct.send_response(channel, ());
+                    self.on_direct_message(peer, &request, now);
+                }
+                request_response::Message::Response { request_id, .. } => {
+                    self.peers.directory.pending.remove(&request_id);
+                }
+            },
+            request_response::Event::OutboundFailure { peer, request_id, error, .. } => {
+                if let Some(gossip) = self.peers.directory.pending.remove(&request_id) {
+                    debug!(target: "p2p", %peer, %error, "direct send failed: gossiping it");
+                    self.count_direct("failed");
+                    self.publish(gossip);
+                }
+            }
+            request_response::Event::InboundFailure { peer, error, .. } => {
+                debug!(target: "p2p", %peer, %error, "inbound direct message failed");
+            }
+            request_response::Event::ResponseSent { .. } => {}
+        }
+    }
+
+    fn on_direct_message(&mut self, peer: PeerId, message: &Direct, now: Instant) {
+        if self.swarm.behaviour().gossipsub.peer_score(&peer).is_some_and(|s| s < GRAYLIST) {
+            self.count_direct("graylisted");
+            debug!(target: "p2p", %peer, "direct message from a graylisted peer: dropped");
+            return;
+        }
+        self.count_direct("received");
+        match message.decode() {
+            Ok(Gossip::Member(record)) => {
+                let verdict = self.on_record(&record, Some(peer), now);
+                self.report(&Origin { id: None, peer }, Topic::Members, verdict);
+            }
+            Ok(gossip) => self.engine.on_gossip(Origin { id: None, peer }, gossip, now),
+            Err(e) => {
+                warn!(target: "p2p", %peer, error = %e, "rejecting a malformed direct message");
+                self.penalize(peer);
+            }
+        }
+    }
+
+    /// Raises `peer`'s penalty for a rejected direct message.
+    pub(super) fn penalize(&mut self, peer: PeerId) {
+        self.count_direct("rejected");
+        let p = self.peers.directory.penalties.entry(peer).or_default();
+        *p += 1.0;
+        let score = PENALTY_WEIGHT * *p * *p;
+        self.swarm.behaviour_mut().gossipsub.set_application_score(&peer, score);
+    }
+
+    /// A member record from gossip or a peer: its validation verdict.
+    /// `from`: the peer that sent it directly (`None`: gossip).
+    pub(super) fn on_record(
+        &mut self,
+        r: &MemberRecord,
+        from: Option<PeerId>,
+        now: Instant,
+    ) -> MessageAcceptance {
+        let Ok(key) = PublicKey::from_compressed(&r.public_key) else {
+            return MessageAcceptance::Reject;
+        };
+        if !self.engine.is_member(&key) {
+            return MessageAcceptance::Ignore;
+        }
+        if self.sign.key == Some(key) && r.peer_id != self.swarm.local_peer_id().to_bytes() {
+            return self.on_own_key_elsewhere(r, &key, from);
+        }
+        if self
+            .peers
+            .directory
+            .records
+            .get(&r.public_key)
+            .is_some_and(|k| r.seq <= k.seq || now < k.at + RECORD_MIN_GAP)
+        {
+            return MessageAcceptance::Ignore;
+        }
+        let signed = Signature::from_compressed(&r.signature)
+            .and_then(|s| s.verify_record(&key, &r.signing_message()));
+        let peer = PeerId::from_bytes(&r.peer_id);
+        let addrs: Result<Vec<Multiaddr>, _> =
+            r.addrs.iter().map(|a| Multiaddr::try_from(a.clone())).collect();
+        let (Ok(()), Ok(peer), Ok(addrs)) = (signed, peer, addrs) else {
+            warn!(target: "p2p", key = %alloy_primitives::hex::encode(r.public_key), "invalid member record");
+            return MessageAcceptance::Reject;
+        };
+        debug!(target: "p2p", %peer, seq = r.seq, "member record");
+        self.peers
+            .directory
+            .records
+            .insert(r.public_key, Known { peer, addrs, seq: r.seq, at: now });
+        self.shared.metrics.member_records.set(self.peers.directory.records.len() as i64);
+        MessageAcceptance::Accept
+    }
+
+    /// A record of this node's key naming another peer. Sent directly by
+    /// that peer, it proves that a process holding the key runs now: a
+    /// doppelgänger ([`Directory::twin`]). Seen on gossip, it may be an old
+    /// record of an earlier process: the peer is dialled (once), and if it
+    /// is up, the record it sends on connecting proves it. Either way this
+    /// node re-publishes its own record, so members route to it again.
+    fn on_own_key_elsewhere(
+        &mut self,
+        r: &MemberRecord,
+        key: &PublicKey,
+        from: Option<PeerId>,
+    ) -> MessageAcceptance {
+        let Ok(peer) = PeerId::from_bytes(&r.peer_id) else {
+            return MessageAcceptance::Reject;
+        };
+        let live = from == Some(peer);
+        let d = &self.peers.directory;
+        if (live && d.twin.is_some())
+            || (!live && (d.dialed.contains(&peer) || d.dialed.len() >= MAX_TWIN_DIALS))
+        {
+            return MessageAcceptance::Ignore;
+        }
+        let signed = Signature::from_compressed(&r.signature)
+            .and_then(|s| s.verify_record(key, &r.signing_message()));
+        if signed.is_err() {
+            return MessageAcceptance::Reject;
+        }
+        warn!(target: "p2p", %peer, live, "a member record of this node's BLS key names another peer");
+        self.peers.directory.republish = true;
+        if live {
+            self.peers.directory.twin = Some(peer);
+        } else {
+            self.peers.directory.dialed.insert(peer);
+            let addrs = r.addrs.iter().filter_map(|a| Multiaddr::try_from(a.clone()).ok());
+            let dial = DialOpts::peer_id(peer).addresses(addrs.collect()).build();
+            if let Err(e) = self.swarm.dial(dial) {
+                debug!(target: "p2p", %peer, error = %e, "cannot dial the other holder of this key");
+            }
+        }
+        // Not forwarded from here: the other process's record.
+        MessageAcceptance::Ignore
+    }
+
+    /// A process elsewhere that holds this node's key and proved it is up
+    /// (taken once).
+    pub(super) fn take_twin(&mut self) -> Option<PeerId> {
+        self.peers.directory.twin.take()
+    }
+
+    /// Signs and gossips this node's record when it is due (see the module).
+    /// Also decays direct-message penalties and drops records of keys no
+    /// longer in a loaded committee. A `Signing::Remote` node publishes no
+    /// record: members reach it through gossip.
+    pub(super) fn on_direct_tick(&mut self, now: Instant) {
+        self.decay_penalties(now);
+        if self.cfg.p2p.dissemination != DisseminationMode::Aggregators {
+            return;
+        }
+        let Some(super::Signing::Local(signer)) = &self.sign.signer else { return };
+        let Some(key) = self.sign.key.filter(|k| self.engine.is_member(k)) else { return };
+        let newest = self.engine.loaded_epochs().max().unwrap_or(0);
+        let own = self.peers.directory.own.as_ref();
+        let republish = std::mem::take(&mut self.peers.directory.republish);
+        if !republish && own.is_some_and(|o| o.epoch == newest && now < o.at + o.next) {
+            return;
+        }
+        let next = own
+            .filter(|o| o.epoch == newest && !republish)
+            .map_or(RECORD_FIRST, |o| (o.next * 2).min(RECORD_EVERY));
+        let engine = &self.engine;
+        self.peers
+            .directory
+            .records
+            .retain(|k, _| PublicKey::from_compressed(k).is_ok_and(|k| engine.is_member(&k)));
+        let addrs: Vec<Vec<u8>> = match &self.peers.advertise {
+            Some(list) => list.iter().take(MAX_RECORD_ADDRS).map(|a| a.to_vec()).collect(),
+            None => self
+                .swarm
+                .listeners()
+                .chain(self.swarm.external_addresses())
+                .filter(|a| dialable(a))
+                .take(MAX_RECORD_ADDRS)
+                .map(|a| a.to_vec())
+                .collect(),
+        };
+        let seq = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let mut record = MemberRecord {
+            public_key: key.compress(),
+            seq,
+            peer_id: self.swarm.local_peer_id().to_bytes(),
+            addrs,
+            signature: [0; 96],
+        };
+        record.signature = signer.sign_record(&record.signing_message()).compress();
+        info!(target: "p2p", epoch = newest, addrs = record.addrs.len(), "publishing the member record");
+        self.peers.directory.own =
+            Some(Own { record: record.clone(), at: now, epoch: newest, next });
+        self.publish(Gossip::Member(Box::new(record)));
+    }
+
+    /// Sends this node's record straight to a peer that just connected.
+    pub(super) fn send_record_to(&mut self, peer: PeerId) {
+        if let Some(own) = &self.peers.directory.own {
+            let message = Direct::of(&Gossip::Member(Box::new(own.record.clone())));
+            self.swarm.behaviour_mut().direct.send_request(&peer, message);
+        }
+    }
+
+    fn decay_penalties(&mut self, now: Instant) {
+        let Some(at) = self.peers.directory.decayed_at else {
+            self.peers.directory.decayed_at = Some(now);
+            return;
+        };
+        let elapsed = now.saturating_duration_since(at);
+        if elapsed < Duration::from_secs(1) || self.peers.directory.penalties.is_empty() {
+            if self.peers.directory.penalties.is_empty() {
+                self.peers.directory.decayed_at = Some(now);
+            }
+            return;
+        }
+        self.peers.directory.decayed_at = Some(now);
+        let factor = PENALTY_DECAY.powf(elapsed.as_secs_f64());
+        let gossipsub = &mut self.swarm.behaviour_mut().gossipsub;
+        self.peers.directory.penalties.retain(|peer, p| {
+            *p *= factor;
+            // Below 0.1 the score (-1) no longer matters.
+            let keep = *p >= 0.1;
+            let score = if keep { PENALTY_WEIGHT * *p * *p } else { 0.0 };
+            gossipsub.set_application_score(peer, score);
+            keep
+        });
+    }
+}
+
+/// Whether a listen address can be dialled by others (not `0.0.0.0` / `::`).
+fn dialable(a: &Multiaddr) -> bool {
+    match a.iter().next() {
+        Some(Protocol::Ip4(ip)) => !ip.is_unspecified(),
+        Some(Protocol::Ip6(ip)) => !ip.is_unspecified(),
+        Some(_) => true,
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dialable;
+
+    #[test]
+    fn unspecified_listen_addresses_are_not_published() {
+        assert!(!dialable(&"/ip4/0.0.0.0/tcp/9400".parse().unwrap()));
+        assert!(!dialable(&"/ip6/::/tcp/9400".parse().unwrap()));
+        assert!(dialable(&"/ip4/10.0.0.2/tcp/9400".parse().unwrap()));
+        assert!(dialable(&"/dns4/node-1/tcp/9400".parse().unwrap()));
+    }
+}

@@ -1,0 +1,169 @@
+//! Aggregation in the daemon: members find each other through signed member
+//! records and send partials straight to a dispute's aggregators; flooding
+//! still works; a peer that sends garbage directly is penalised like one
+//! that gossips it.
+
+use crate::network::{launch, metric, metric_sum, RELEASED, SETTLE};
+use futures::StreamExt;
+use libp2p::swarm::SwarmEvent;
+use resolvd_devnet::DealKind;
+use resolvd_node::{
+    config::DisseminationMode,
+    p2p::{build_swarm, BehaviourEvent, Direct, Gossip, Topic},
+};
+use resolvd_proto::wire::{MemberRecord, WireMessage};
+use std::time::Duration;
+
+/// Settles one honest dispute in `mode` and returns, summed over the nodes:
+/// direct messages sent, sent on gossip instead, and partials received on
+/// gossip; and each node's count of member records.
+async fn settle_in(mode: DisseminationMode) -> (f64, f64, f64, Vec<f64>) {
+    let mut net = launch(|o| o.dissemination = Some(mode)).await;
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let open = net.0.open_dispute(&content, &[0]).await.unwrap();
+    let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
+    assert_eq!(deal.settlement, RELEASED);
+    let sent = metric_sum(&net.0, "resolvd_direct_messages_total", "result=\"sent\"").await;
+    let fallback = metric_sum(&net.0, "resolvd_direct_messages_total", "result=\"fallback\"").await;
+    let gossiped = metric_sum(&net.0, "resolvd_gossip_messages_total", "topic=\"verdicts\"").await;
+    let mut records = Vec::new();
+    for n in &net.0.nodes {
+        records.push(metric(&n.metrics().await.unwrap(), "resolvd_member_records", ""));
+    }
+    (sent, fallback, gossiped, records)
+}
+
+/// With aggregation (the default), every member holds the record of every
+/// other one, and partials go straight to the aggregators (in a committee
+/// of four, every member), none on gossip for want of a record. (A member
+/// with no certificate 1 s after sending escalates, which past the whole
+/// committee is gossip: partials may also arrive on gossip here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregation_sends_partials_straight_to_members_found_by_their_records() {
+    let (sent, fallback, gossiped, records) = settle_in(DisseminationMode::Aggregators).await;
+    assert_eq!(records, vec![3.0; 4], "member records held per node");
+    // Four partials, each to the three other members.
+    assert!(sent >= 12.0, "direct messages sent: {sent}");
+    assert_eq!(fallback, 0.0, "direct messages sent on gossip instead");
+    #[allow(clippy::disallowed_macros)]
+    {
+        eprintln!(
+            "aggregation: {sent} direct messages, {gossiped} partials on gossip (escalation)"
+        );
+    }
+}
+
+/// Flooding is still there: partials are gossiped, nothing is sent
+/// directly, and no member record is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flooding_still_gossips_every_partial() {
+    let (sent, _, gossiped, records) = settle_in(DisseminationMode::Flood).await;
+    assert_eq!(sent, 0.0, "direct messages sent");
+    assert!(gossiped >= 4.0, "partials received on gossip: {gossiped}");
+    assert_eq!(records, vec![0.0; 4], "member records held per node");
+}
+
+/// A hostile peer sends node 0 a member record for node 1's key that node 1
+/// did not sign, then partials: the record is rejected (the peer is
+/// penalised and graylisted), what follows is dropped unread, and node 0
+/// keeps node 1's real record and still settles a dispute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_member_record_is_rejected_and_its_sender_graylisted() {
+    let mut net = launch(|o| o.dissemination = Some(DisseminationMode::Aggregators)).await;
+    let status = net.0.nodes[0].get("/status").await.unwrap();
+    let target: libp2p::PeerId = status["peer_id"].as_str().unwrap().parse().unwrap();
+    let key1 = net.0.nodes[1].get("/status").await.unwrap()["bls_key"].as_str().unwrap().to_owned();
+    let key1: [u8; 48] = alloy_primitives::hex::decode(key1).unwrap().try_into().unwrap();
+
+    let mut config = crate::p2p::loopback(2, Duration::from_millis(200));
+    config.aggregation = true;
+    let hostile = libp2p::identity::Keypair::generate_ed25519();
+    let mut swarm = build_swarm(hostile, &config).unwrap();
+    swarm.dial(net.0.nodes[0].p2p.parse::<libp2p::Multiaddr>().unwrap()).unwrap();
+    let forger = resolvd_consensus::SecretKey::from_seed(&[0x66; 32]).unwrap();
+    let mut forged = MemberRecord {
+        public_key: key1,
+        seq: u64::MAX,
+        peer_id: swarm.local_peer_id().to_bytes(),
+        addrs: Vec::new(),
+        signature: [0; 96],
+    };
+    forged.signature = forger.sign_record(&forged.signing_message()).compress();
+    let partial =
+        crate::p2p::verdict(forger.sign(&alloy_primitives::B256::repeat_byte(9)).compress());
+    let forged = Direct::of(&Gossip::Member(Box::new(forged)));
+    let rest = [
+        Direct { topic: Topic::Verdicts, data: partial.encode_wire() },
+        Direct { topic: Topic::Verdicts, data: b"\xffgarbage".to_vec() },
+    ];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let event = tokio::time::timeout_at(deadline, swarm.select_next_some()).await.unwrap();
+        if matches!(event, SwarmEvent::ConnectionEstablished { peer_id, .. } if peer_id == target) {
+            break;
+        }
+    }
+    // A record of a key is taken at most every 2 s, and node 1 re-publishes
+    // its own soon after start: until the forgery is judged, send it again.
+    let mut rejected = 0.0;
+    for _ in 0..10 {
+        exchange(&mut swarm, target, std::slice::from_ref(&forged)).await;
+        let m0 = net.0.nodes[0].metrics().await.unwrap();
+        rejected = metric(&m0, "resolvd_direct_messages_total", "result=\"rejected\"");
+        if rejected > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(rejected, 1.0, "the forged record was not rejected");
+    exchange(&mut swarm, target, &rest).await;
+    // (`/status` rescores peers at most every 2 s.)
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let m0 = net.0.nodes[0].metrics().await.unwrap();
+    assert_eq!(metric(&m0, "resolvd_direct_messages_total", "result=\"rejected\""), 1.0);
+    assert_eq!(metric(&m0, "resolvd_direct_messages_total", "result=\"graylisted\""), 2.0);
+    let status = net.0.nodes[0].get("/status").await.unwrap();
+    let score = status["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == swarm.local_peer_id().to_string())
+        .and_then(|p| p["score"].as_f64());
+    assert!(score.is_some_and(|s| s < -80.0), "the hostile peer's score: {score:?}");
+    assert_eq!(metric(&m0, "resolvd_member_records", ""), 3.0);
+
+    // Node 1's real record still stands: partials reach it directly.
+    let content = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let open = net.0.open_dispute(&content, &[0]).await.unwrap();
+    let deal = net.0.wait_settled(open.deal_id, SETTLE).await.unwrap();
+    assert_eq!(deal.settlement, RELEASED);
+    let fallback = metric_sum(&net.0, "resolvd_direct_messages_total", "result=\"fallback\"").await;
+    assert_eq!(fallback, 0.0, "direct messages sent on gossip instead");
+}
+
+/// Sends `messages` to `target` and drives the swarm until each is answered.
+async fn exchange(
+    swarm: &mut libp2p::Swarm<resolvd_node::p2p::Behaviour>,
+    target: libp2p::PeerId,
+    messages: &[Direct],
+) {
+    for m in messages {
+        swarm.behaviour_mut().direct.send_request(&target, m.clone());
+    }
+    let mut answered = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while answered < messages.len() {
+        let event = tokio::time::timeout_at(deadline, swarm.select_next_some())
+            .await
+            .expect("every direct message answered");
+        if let SwarmEvent::Behaviour(BehaviourEvent::Direct(
+            libp2p::request_response::Event::Message {
+                message: libp2p::request_response::Message::Response { .. },
+                ..
+            },
+        )) = event
+        {
+            answered += 1;
+        }
+    }
+}
