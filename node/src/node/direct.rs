@@ -327,6 +327,7 @@ impl Node {
             .directory
             .records
             .retain(|k, _| PublicKey::from_compressed(k).is_ok_and(|k| engine.is_member(&k)));
+        self.shared.metrics.member_records.set(self.peers.directory.records.len() as i64);
         let addrs: Vec<Vec<u8>> = match &self.peers.advertise {
             Some(list) => list.iter().take(MAX_RECORD_ADDRS).map(|a| a.to_vec()).collect(),
             None => self
