@@ -90,49 +90,81 @@ pub fn decode_gossip(message: &gossipsub::Message) -> Result<(Topic, Gossip), Go
     Ok((topic, gossip))
 }
 
-/// A message sent straight to one peer ([`DIRECT_PROTOCOL`]): the topic it
-/// would be gossiped on, and its wire bytes.
+/// Messages in one direct request, at most: a commit-reveal reveal goes with
+/// its commitment, and the rare equivocation test's extra partials with it.
+pub const MAX_DIRECT_MESSAGES: usize = 4;
+
+/// A request sent straight to one peer ([`DIRECT_PROTOCOL`]): messages, each
+/// the topic it would be gossiped on and its wire bytes, that the receiver
+/// takes in this order at one instant (a reveal never arrives before its
+/// commitment).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Direct {
-    /// Its topic.
-    pub topic: Topic,
-    /// Its encoding (canonical, as on gossip).
-    pub data: Vec<u8>,
+    /// Its messages (1 to [`MAX_DIRECT_MESSAGES`]).
+    pub messages: Vec<(Topic, Vec<u8>)>,
 }
 
 impl Direct {
-    /// The message to send `gossip` directly.
-    pub fn of(gossip: &Gossip) -> Self {
-        let (topic, data) = gossip.encode();
-        Self { topic, data }
+    /// The request that sends `gossip` directly, in order (at most
+    /// [`MAX_DIRECT_MESSAGES`] of it; callers send fewer).
+    pub fn of(gossip: &[Gossip]) -> Self {
+        Self { messages: gossip.iter().take(MAX_DIRECT_MESSAGES).map(Gossip::encode).collect() }
     }
 
-    /// Decodes it exactly as gossip on its topic is decoded.
-    pub fn decode(&self) -> Result<Gossip, GossipError> {
-        Gossip::decode(self.topic, &self.data).map_err(|e| GossipError::Malformed(self.topic, e))
+    /// Decodes each message exactly as gossip on its topic is decoded.
+    pub fn decode(&self) -> impl Iterator<Item = Result<Gossip, GossipError>> + '_ {
+        self.messages.iter().map(|(topic, data)| {
+            Gossip::decode(*topic, data).map_err(|e| GossipError::Malformed(*topic, e))
+        })
     }
 
     fn to_frame(&self) -> Vec<u8> {
-        let tag = Topic::ALL.iter().position(|t| *t == self.topic).expect("a topic") as u8;
-        let mut frame = Vec::with_capacity(1 + self.data.len());
-        frame.push(tag);
-        frame.extend_from_slice(&self.data);
+        let len = self.messages.iter().map(|(_, d)| 5 + d.len()).sum();
+        let mut frame = Vec::with_capacity(len);
+        for (topic, data) in &self.messages {
+            let tag = Topic::ALL.iter().position(|t| t == topic).expect("a topic") as u8;
+            frame.push(tag);
+            frame.extend_from_slice(&(data.len() as u32).to_be_bytes());
+            frame.extend_from_slice(data);
+        }
         frame
     }
 
-    fn from_frame(mut frame: Vec<u8>) -> io::Result<Self> {
-        let topic = frame
-            .first()
-            .and_then(|&tag| Topic::ALL.get(usize::from(tag)).copied())
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unknown direct topic"))?;
-        frame.remove(0);
-        Ok(Self { topic, data: frame })
+    fn from_frame(frame: &[u8]) -> io::Result<Self> {
+        let invalid = |why: &str| io::Error::new(io::ErrorKind::InvalidData, why.to_owned());
+        let mut messages = Vec::new();
+        let mut rest = frame;
+        while let Some((&tag, tail)) = rest.split_first() {
+            if messages.len() == MAX_DIRECT_MESSAGES {
+                return Err(invalid("too many direct messages"));
+            }
+            let topic = Topic::ALL
+                .get(usize::from(tag))
+                .copied()
+                .ok_or_else(|| invalid("unknown topic"))?;
+            let (len, tail) = tail.split_first_chunk::<4>().ok_or_else(|| invalid("truncated"))?;
+            let len = u32::from_be_bytes(*len) as usize;
+            if len > MAX_GOSSIP_LEN || len > tail.len() {
+                return Err(invalid("direct message too long or truncated"));
+            }
+            let (data, tail) = tail.split_at(len);
+            messages.push((topic, data.to_vec()));
+            rest = tail;
+        }
+        if messages.is_empty() {
+            return Err(invalid("empty direct request"));
+        }
+        Ok(Self { messages })
     }
 }
 
-/// Codec of [`DIRECT_PROTOCOL`]: a length-prefixed frame of one topic byte
-/// (its place in [`Topic::ALL`]) and at most [`MAX_GOSSIP_LEN`] bytes; the
-/// response is an empty frame.
+/// Largest direct request frame.
+const MAX_DIRECT_FRAME: usize = MAX_DIRECT_MESSAGES * (5 + MAX_GOSSIP_LEN);
+
+/// Codec of [`DIRECT_PROTOCOL`]: a length-prefixed frame of 1 to
+/// [`MAX_DIRECT_MESSAGES`] messages, each a topic byte (its place in
+/// [`Topic::ALL`]), a 4-byte big-endian length and at most
+/// [`MAX_GOSSIP_LEN`] bytes; the response is an empty frame.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DirectCodec;
 
@@ -145,7 +177,7 @@ impl request_response::Codec for DirectCodec {
     where
         T: futures::AsyncRead + Unpin + Send,
     {
-        Direct::from_frame(read_frame(io, MAX_GOSSIP_LEN + 1).await?)
+        Direct::from_frame(&read_frame(io, MAX_DIRECT_FRAME).await?)
     }
 
     async fn read_response<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<()>
@@ -458,18 +490,37 @@ mod tests {
     use super::*;
     use resolvd_proto::wire::PartialCommit;
 
-    /// A direct frame names its topic by its place in `Topic::ALL`; an
-    /// unknown place is an error, and the message decodes as gossip does.
+    /// A direct frame carries its messages in order, each naming its topic by
+    /// its place in `Topic::ALL`; an unknown place, a truncated or too long
+    /// message, no message or too many are errors, and each message decodes
+    /// as gossip does.
     #[test]
-    fn direct_frames_carry_a_known_topic() {
+    fn direct_frames_carry_known_topics_in_order() {
         for topic in Topic::ALL {
-            let d = Direct { topic, data: vec![1, 2, 3] };
-            assert_eq!(Direct::from_frame(d.to_frame()).unwrap(), d);
+            let d = Direct { messages: vec![(topic, vec![1, 2, 3])] };
+            assert_eq!(Direct::from_frame(&d.to_frame()).unwrap(), d);
         }
-        assert!(Direct::from_frame(vec![Topic::ALL.len() as u8, 1]).is_err());
-        assert!(Direct::from_frame(Vec::new()).is_err());
-        let garbage = Direct { topic: Topic::Verdicts, data: b"\xffgarbage".to_vec() };
-        assert!(matches!(garbage.decode(), Err(GossipError::Malformed(Topic::Verdicts, _))));
+        let two =
+            Direct { messages: vec![(Topic::Commits, vec![7; 3]), (Topic::Verdicts, Vec::new())] };
+        assert_eq!(Direct::from_frame(&two.to_frame()).unwrap(), two);
+        let frame = two.to_frame();
+        let first = Direct { messages: vec![(Topic::Commits, vec![7; 3])] };
+        assert_eq!(Direct::from_frame(&frame[..8]).unwrap(), first, "ends at a message");
+        assert!(Direct::from_frame(&frame[..frame.len() - 1]).is_err(), "a truncated length");
+        assert!(Direct::from_frame(&frame[..6]).is_err(), "a truncated message");
+        let mut unknown = frame.clone();
+        unknown[0] = Topic::ALL.len() as u8;
+        assert!(Direct::from_frame(&unknown).is_err());
+        assert!(Direct::from_frame(&[]).is_err());
+        let five = Direct { messages: vec![(Topic::Verdicts, vec![1]); MAX_DIRECT_MESSAGES + 1] };
+        assert!(Direct::from_frame(&five.to_frame()).is_err());
+        let mut long = vec![0u8];
+        long.extend_from_slice(&(MAX_GOSSIP_LEN as u32 + 1).to_be_bytes());
+        long.resize(long.len() + MAX_GOSSIP_LEN + 1, 0);
+        assert!(Direct::from_frame(&long).is_err());
+        let garbage = Direct { messages: vec![(Topic::Verdicts, b"\xffgarbage".to_vec())] };
+        let decoded: Vec<_> = garbage.decode().collect();
+        assert!(matches!(decoded[..], [Err(GossipError::Malformed(Topic::Verdicts, _))]));
     }
 
     /// Byte-different encodings of one message are not accepted as gossip

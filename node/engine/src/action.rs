@@ -230,8 +230,9 @@ pub enum Action<O> {
         epoch: u64,
         /// The members.
         to: Vec<u32>,
-        /// The message.
-        gossip: Gossip,
+        /// The messages, in one request: each member takes them in this
+        /// order at one instant.
+        messages: Vec<Gossip>,
     },
     /// Report a gossiped message's validation result.
     Report {

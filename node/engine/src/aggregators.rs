@@ -157,25 +157,27 @@ impl<O: MessageOrigin> Engine<O> {
         Some((self.disputes.get(deal_id)?.aggregators.order.clone(), me))
     }
 
-    /// Sends an own message (partial or commitment) of dispute `deal_id`:
-    /// gossiped, or where the dispute's current round sends it, the first
-    /// partial sent starting the escalation timer.
-    pub(crate) fn send_own(&mut self, deal_id: &B256, gossip: Gossip, now: Instant) {
-        let Some(a) = self.aggregation() else {
-            return self.push(Action::Publish(gossip));
+    /// Sends own messages (partials, commitments) of dispute `deal_id`:
+    /// each gossiped, or, where the dispute's current round sends them, in
+    /// one direct request (taken in this order at one instant: a reveal with
+    /// its commitment), the first partial sent starting the escalation timer.
+    pub(crate) fn send_own(&mut self, deal_id: &B256, messages: Vec<Gossip>, now: Instant) {
+        let gossip_each = |engine: &mut Self, messages: Vec<Gossip>| {
+            engine.actions.extend(messages.into_iter().map(Action::Publish));
         };
+        let Some(a) = self.aggregation() else { return gossip_each(self, messages) };
         let Some((order, me)) = self.order(deal_id) else {
             // (An own partial exists only once the committee is loaded.)
-            return self.push(Action::Publish(gossip));
+            return gossip_each(self, messages);
         };
         let Some(d) = self.disputes.get_mut(deal_id) else { return };
         let sliced = a.sliced(order.len()) && d.reveal.reveal_window.is_none();
         let mut to = a.targets(&order, me, d.aggregators.round, sliced);
         if to.is_empty() {
             // Past the end of the committee: everyone.
-            return self.push(Action::Publish(gossip));
+            return gossip_each(self, messages);
         }
-        if matches!(gossip, Gossip::Verdict(_))
+        if messages.iter().any(|m| matches!(m, Gossip::Verdict(_)))
             && d.submission.certificate.is_none()
             && d.aggregators.next_at.is_none()
         {
@@ -184,7 +186,7 @@ impl<O: MessageOrigin> Engine<O> {
         to.retain(|&i| Some(i) != me);
         if !to.is_empty() {
             let epoch = d.info.epoch;
-            self.push(Action::Send { epoch, to, gossip });
+            self.push(Action::Send { epoch, to, messages });
         }
     }
 
@@ -254,7 +256,7 @@ impl<O: MessageOrigin> Engine<O> {
             }
         }
         for (epoch, to, aggregate) in sends {
-            self.push(Action::Send { epoch, to, gossip: Gossip::Aggregate(aggregate) });
+            self.push(Action::Send { epoch, to, messages: vec![Gossip::Aggregate(aggregate)] });
         }
     }
 
@@ -394,9 +396,7 @@ impl<O: MessageOrigin> Engine<O> {
             due.push((d.info.deal_id, sends));
         }
         for (deal_id, sends) in due {
-            for gossip in sends {
-                self.send_own(&deal_id, gossip, now);
-            }
+            self.send_own(&deal_id, sends, now);
         }
     }
 }

@@ -37,15 +37,21 @@ impl<O: MessageOrigin> Engine<O> {
         };
         let own = own.clone();
         let extra = d.extra().to_vec();
+        // Sent straight to members, the reveal carries its commitment: sent
+        // apart, the reveal could arrive first and not count. (Gossip
+        // delivers the commitment, published earlier, first.)
+        let commit = d.reveal.own_commit.filter(|_| self.aggregating());
         if let Some(d) = self.disputes.get_mut(&deal_id) {
             d.reveal.revealed = true;
             d.last_publish = now;
         }
         info!(target: "pipeline", deal = %deal_id, why, "revealing the partial");
-        self.send_own(&deal_id, Gossip::Verdict(own.clone()), now);
+        let mut messages: Vec<Gossip> = commit.into_iter().map(Gossip::Commit).collect();
+        messages.push(Gossip::Verdict(own.clone()));
+        messages.extend(extra.iter().cloned().map(Gossip::Verdict));
+        self.send_own(&deal_id, messages, now);
         self.queue_partial(own, None, now, now);
         for p in extra {
-            self.send_own(&deal_id, Gossip::Verdict(p.clone()), now);
             self.queue_partial(p, None, now, now);
         }
     }
@@ -313,8 +319,10 @@ impl<O: MessageOrigin> Engine<O> {
             let committed = d.record.commit_reveal.as_ref().map_or(0, |cr| cr.committed.len());
             info!(target: "pipeline", deal = %deal_id, committed, "reveal phase");
         }
-        let own = d.own.as_ref() == Some(p);
-        let counted = own || d.timely(p.signer_index, &PartialCommit::commit_of(p), &digest);
+        // The node's own partial too: a copy signed after the digest was
+        // revealed (fault injection's lazy copier) has a late commitment
+        // here as everywhere else, and so no place in this node's certificate.
+        let counted = d.timely(p.signer_index, &PartialCommit::commit_of(p), &digest);
         if counted {
             self.count_reveal(p, now);
         } else {

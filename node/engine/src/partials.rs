@@ -466,16 +466,18 @@ impl<O: MessageOrigin> Engine<O> {
         let republish = self.cfg.republish;
         let mut own = Vec::new();
         let mut certificates = Vec::new();
+        let mut commits = Vec::new();
         for d in self.disputes.values_mut() {
             if !d.phase.is_final() && now.saturating_duration_since(d.last_publish) >= republish {
                 d.last_publish = now;
                 let id = d.info.deal_id;
                 let unrevealed = d.reveal.reveal_window.is_some() && !d.reveal.revealed;
                 if unrevealed {
-                    own.extend(d.reveal.own_commit.map(|c| (id, Gossip::Commit(c))));
-                } else {
-                    own.extend(d.own.clone().map(|p| (id, Gossip::Verdict(p))));
-                    own.extend(d.extra().iter().cloned().map(|p| (id, Gossip::Verdict(p))));
+                    commits.extend(d.reveal.own_commit.map(Gossip::Commit));
+                } else if let Some(p) = d.own.clone() {
+                    let mut messages = vec![Gossip::Verdict(p)];
+                    messages.extend(d.extra().iter().cloned().map(Gossip::Verdict));
+                    own.push((id, messages));
                 }
                 certificates.extend(
                     d.submission
@@ -486,9 +488,9 @@ impl<O: MessageOrigin> Engine<O> {
                 );
             }
         }
-        for (deal_id, gossip) in own {
-            self.send_own(&deal_id, gossip, now);
+        for (deal_id, messages) in own {
+            self.send_own(&deal_id, messages, now);
         }
-        self.actions.extend(certificates.into_iter().map(Action::Publish));
+        self.actions.extend(commits.into_iter().chain(certificates).map(Action::Publish));
     }
 }

@@ -267,7 +267,10 @@ impl<O: MessageOrigin> Engine<O> {
                         d.reveal.own_commit = Some(commit);
                         d.record_commit(commit.signer_index, commit.commit, now);
                         debug!(target: "pipeline", deal = %deal_id, commit = %commit.commit, "committed to the partial");
-                        self.send_own(&deal_id, Gossip::Commit(commit), now);
+                        // Gossiped to every member, with aggregators too:
+                        // each needs the commitments to know when the
+                        // commit phase closes.
+                        self.push(Action::Publish(Gossip::Commit(commit)));
                     }
                     self.maybe_reveal(deal_id, now);
                     return;
@@ -278,7 +281,7 @@ impl<O: MessageOrigin> Engine<O> {
                 }
             }
         }
-        self.send_own(&deal_id, Gossip::Verdict(partial.clone()), now);
+        self.send_own(&deal_id, vec![Gossip::Verdict(partial.clone())], now);
         self.queue_partial(partial, None, now, now);
     }
 

@@ -62,7 +62,7 @@ impl<O: MessageOrigin> Engine<O> {
         let unrevealed_own = d.reveal.reveal_window.is_some().then_some(me).flatten();
         self.disputes.insert(deal_id, d);
         if let Some(own) = resend {
-            self.send_own(&deal_id, Gossip::Verdict(own), now);
+            self.send_own(&deal_id, vec![Gossip::Verdict(own)], now);
         }
         for p in partials {
             if Some(p.signer_index) != unrevealed_own {

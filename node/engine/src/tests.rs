@@ -1328,6 +1328,52 @@ fn commit_reveal_commits_first_reveals_at_threshold_and_counts_only_timely_commi
     assert!(published_verdicts(&rig.drain()).contains(&0));
 }
 
+/// A node whose own commitment comes after the digest was revealed (it
+/// replayed late, or copied a reveal instead of replaying) does not count its
+/// own partial either: its certificate is the one every other honest node
+/// builds, without it.
+#[test]
+fn an_own_partial_committed_after_the_reveal_does_not_count_here_either() {
+    let mut rig = commit_rig(3);
+    let a = announcement(14);
+    let actions = rig.confirm(&a);
+    assert!(actions.iter().any(|x| matches!(x, Action::Gather(_))), "{actions:?}");
+    rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+    assert!(matches!(rig.drain()[..], [Action::Replay(_)]));
+    let c = commitment(&a, ReexecVerdict::Reproduced);
+    let honest: Vec<SignedVerdict> = (0..3).map(|s| partial(s, EPOCH, c)).collect();
+    for (i, p) in honest.iter().enumerate() {
+        gossip_commit(&mut rig, p, origin(i as u8 + 1));
+    }
+    // Signers 0 and 1 reveal: the reveal phase, 2 of 4 counted.
+    rig.later(Duration::from_millis(10));
+    rig.gossip_partial(honest[0].clone(), origin(1));
+    rig.gossip_partial(honest[1].clone(), origin(2));
+    assert!(certificate_of(&rig.batch()).is_none());
+    // This node's replay finishes now: it commits, and reveals at once (its
+    // digest is out), but its commitment is late.
+    rig.later(Duration::from_millis(10));
+    rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Reproduced)), rig.now);
+    let sign = rig.drain().into_iter().find_map(|x| match x {
+        Action::Sign { commitment, commit, .. } => Some((commitment, commit)),
+        _ => None,
+    });
+    assert_eq!(sign, Some((c, true)));
+    let own = partial(3, EPOCH, c);
+    rig.engine.on_signed(own.clone(), Some(signed_commit(&own)), rig.now);
+    let mut actions = rig.drain();
+    actions.extend(rig.batch());
+    assert!(published_verdicts(&actions).contains(&3), "revealed: {actions:?}");
+    assert!(certificate_of(&actions).is_none(), "a late own partial must not count");
+    let cr = commit_view(&rig, &a);
+    assert_eq!(cr.late, vec![3]);
+    assert_eq!(cr.uncounted, vec![3]);
+    // Signer 2's reveal completes the certificate of the timely three.
+    rig.gossip_partial(honest[2].clone(), origin(3));
+    let qc = certificate_of(&rig.batch()).expect("certificate");
+    assert_eq!(qc.non_signers, vec![3]);
+}
+
 /// A peer with no stake forges commitments in every other member's name
 /// (more per signer than the slots once held for unsigned commitments),
 /// before the real ones: each is verified and rejected (its sender pays),
@@ -1418,6 +1464,46 @@ fn the_reveal_phase_starts_at_the_first_valid_reveals_arrival() {
     rig.gossip_partial(lazy, origin(13));
     assert!(certificate_of(&rig.batch()).is_none());
     assert_eq!(commit_view(&rig, &a).uncounted, vec![3]);
+}
+
+/// A reveal counts if its commitment arrived no later than the reveal
+/// phase began: a commitment and its reveal taken at one instant (one direct
+/// request) count even when that reveal opens the phase, and a commitment
+/// that arrives after its own reveal does not.
+#[test]
+fn a_commitment_taken_with_its_reveal_counts_and_one_after_it_does_not() {
+    let mut rig = commit_rig(0);
+    let a = announcement(14);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let c = own.commitment;
+    let (p1, p2) = (partial(1, EPOCH, c), partial(2, EPOCH, c));
+    gossip_commit(&mut rig, &p1, origin(1));
+    rig.later(Duration::from_millis(5));
+    // Signer 2 commits and reveals at once (it replayed last): both arrive
+    // in one request, the reveal opening the reveal phase here.
+    rig.engine.on_gossip(origin(2), Gossip::Commit(signed_commit(&p2)), rig.now);
+    rig.gossip_partial(p2.clone(), origin(2));
+    rig.later(BATCH_WINDOW);
+    rig.batch();
+    let cr = commit_view(&rig, &a);
+    assert!(cr.reveal_phase_ms.is_some());
+    assert_eq!(cr.committed.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert!(cr.uncounted.is_empty() && cr.late.is_empty(), "{cr:?}");
+
+    // The same, but the commitment arrives 1 ms after the reveal.
+    let mut rig = commit_rig(0);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    gossip_commit(&mut rig, &partial(1, EPOCH, own.commitment), origin(1));
+    rig.later(Duration::from_millis(5));
+    rig.gossip_partial(p2.clone(), origin(2));
+    rig.later(Duration::from_millis(1));
+    rig.engine.on_gossip(origin(2), Gossip::Commit(signed_commit(&p2)), rig.now);
+    rig.later(BATCH_WINDOW);
+    rig.batch();
+    let cr = commit_view(&rig, &a);
+    assert_eq!((cr.late.clone(), cr.uncounted.clone()), (vec![2], vec![2]), "{cr:?}");
 }
 
 /// A dispute runs with the commit-reveal setting its own epoch pins, not

@@ -690,17 +690,21 @@ impl Simulation {
                 }
             }
             Action::Publish(gossip) => self.publish(node, gossip, work),
-            Action::Send { to, gossip, .. } => {
-                let Some(gossip) = self.as_role(node, gossip) else { return };
-                if let Gossip::Aggregate(a) = &gossip {
-                    // Summing the slice's signatures.
-                    work.cost +=
-                        self.cfg.costs.aggregate_per_signer * a.signer_indices.len() as u32;
-                }
-                let msg = self.intern(&gossip);
+            Action::Send { to, messages, .. } => {
+                // (Modelled as one send per message: commit-reveal, which
+                // sends two in a request, is not simulated.)
                 let to: Vec<u32> = to.into_iter().filter(|&p| p != node).collect();
-                work.cost += self.cfg.costs.send * to.len() as u32;
-                work.sends.push((msg, to, true));
+                for gossip in messages {
+                    let Some(gossip) = self.as_role(node, gossip) else { continue };
+                    if let Gossip::Aggregate(a) = &gossip {
+                        // Summing the slice's signatures.
+                        work.cost +=
+                            self.cfg.costs.aggregate_per_signer * a.signer_indices.len() as u32;
+                    }
+                    let msg = self.intern(&gossip);
+                    work.cost += self.cfg.costs.send * to.len() as u32;
+                    work.sends.push((msg, to.clone(), true));
+                }
             }
             Action::Report { origin, topic, acceptance } => {
                 let n = &mut self.nodes[node as usize];

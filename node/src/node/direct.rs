@@ -29,7 +29,7 @@ use crate::{
     config::DisseminationMode,
     dispute::Origin,
     metrics::ResultLabel,
-    p2p::{Direct, Gossip, Topic},
+    p2p::{Direct, Gossip, Topic, MAX_DIRECT_MESSAGES},
 };
 use libp2p::{
     gossipsub::MessageAcceptance,
@@ -95,7 +95,7 @@ pub(super) struct Directory {
     /// This node's record as last published.
     own: Option<Own>,
     /// Direct sends in flight, and what to gossip if one fails.
-    pending: HashMap<OutboundRequestId, Gossip>,
+    pending: HashMap<OutboundRequestId, Vec<Gossip>>,
     /// Rejected direct messages per peer (decaying).
     penalties: HashMap<PeerId, f64>,
     /// A peer that sent a record of this node's key itself.
@@ -109,12 +109,16 @@ pub(super) struct Directory {
 
 impl Node {
     fn count_direct(&self, result: &'static str) {
-        self.shared.metrics.direct.get_or_create(&ResultLabel { result }).inc();
+        self.count_direct_n(result, 1);
     }
 
-    /// Performs `Action::Send`: each member's peer directly, gossip for the
-    /// rest (once).
-    pub(super) fn send_direct(&mut self, epoch: u64, to: &[u32], gossip: Gossip) {
+    fn count_direct_n(&self, result: &'static str, messages: usize) {
+        self.shared.metrics.direct.get_or_create(&ResultLabel { result }).inc_by(messages as u64);
+    }
+
+    /// Performs `Action::Send`: `messages`, in one request, to each member's
+    /// peer directly; gossip for the rest (once).
+    pub(super) fn send_direct(&mut self, epoch: u64, to: &[u32], messages: Vec<Gossip>) {
         let local = *self.swarm.local_peer_id();
         let mut targets = Vec::with_capacity(to.len());
         let mut fallback = false;
@@ -137,19 +141,23 @@ impl Node {
             fallback = true;
             targets.clear();
         }
-        let message = Direct::of(&gossip);
-        for (peer, addrs) in targets {
-            let id = self.swarm.behaviour_mut().direct.send_request_with_addresses(
-                &peer,
-                message.clone(),
-                addrs,
-            );
-            self.peers.directory.pending.insert(id, gossip.clone());
-            self.count_direct("sent");
+        for chunk in messages.chunks(MAX_DIRECT_MESSAGES) {
+            let request = Direct::of(chunk);
+            for (peer, addrs) in &targets {
+                let id = self.swarm.behaviour_mut().direct.send_request_with_addresses(
+                    peer,
+                    request.clone(),
+                    addrs.clone(),
+                );
+                self.peers.directory.pending.insert(id, chunk.to_vec());
+                self.count_direct_n("sent", chunk.len());
+            }
         }
         if fallback {
-            self.count_direct("fallback");
-            self.publish(gossip);
+            self.count_direct_n("fallback", messages.len());
+            for gossip in messages {
+                self.publish(gossip);
+            }
         }
     }
 
@@ -167,10 +175,12 @@ impl Node {
                 }
             },
             request_response::Event::OutboundFailure { peer, request_id, error, .. } => {
-                if let Some(gossip) = self.peers.directory.pending.remove(&request_id) {
+                if let Some(messages) = self.peers.directory.pending.remove(&request_id) {
                     debug!(target: "p2p", %peer, %error, "direct send failed: gossiping it");
-                    self.count_direct("failed");
-                    self.publish(gossip);
+                    self.count_direct_n("failed", messages.len());
+                    for gossip in messages {
+                        self.publish(gossip);
+                    }
                 }
             }
             request_response::Event::InboundFailure { peer, error, .. } => {
@@ -186,16 +196,24 @@ impl Node {
             debug!(target: "p2p", %peer, "direct message from a graylisted peer: dropped");
             return;
         }
-        self.count_direct("received");
-        match message.decode() {
-            Ok(Gossip::Member(record)) => {
-                let verdict = self.on_record(&record, Some(peer), now);
-                self.report(&Origin { id: None, peer }, Topic::Members, verdict);
-            }
-            Ok(gossip) => self.engine.on_gossip(Origin { id: None, peer }, gossip, now),
+        self.count_direct_n("received", message.messages.len());
+        // All or nothing: one malformed message rejects the request.
+        let messages = match message.decode().collect::<Result<Vec<_>, _>>() {
+            Ok(messages) => messages,
             Err(e) => {
                 warn!(target: "p2p", %peer, error = %e, "rejecting a malformed direct message");
-                self.penalize(peer);
+                return self.penalize(peer);
+            }
+        };
+        // In order, at one instant: a commitment counts as arrived no later
+        // than the reveal sent with it.
+        for gossip in messages {
+            match gossip {
+                Gossip::Member(record) => {
+                    let verdict = self.on_record(&record, Some(peer), now);
+                    self.report(&Origin { id: None, peer }, Topic::Members, verdict);
+                }
+                gossip => self.engine.on_gossip(Origin { id: None, peer }, gossip, now),
             }
         }
     }
@@ -359,7 +377,7 @@ impl Node {
     /// Sends this node's record straight to a peer that just connected.
     pub(super) fn send_record_to(&mut self, peer: PeerId) {
         if let Some(own) = &self.peers.directory.own {
-            let message = Direct::of(&Gossip::Member(Box::new(own.record.clone())));
+            let message = Direct::of(&[Gossip::Member(Box::new(own.record.clone()))]);
             self.swarm.behaviour_mut().direct.send_request(&peer, message);
         }
     }

@@ -91,10 +91,10 @@ async fn a_forged_member_record_is_rejected_and_its_sender_graylisted() {
     forged.signature = forger.sign_record(&forged.signing_message()).compress();
     let partial =
         crate::p2p::verdict(forger.sign(&alloy_primitives::B256::repeat_byte(9)).compress());
-    let forged = Direct::of(&Gossip::Member(Box::new(forged)));
+    let forged = Direct::of(&[Gossip::Member(Box::new(forged))]);
     let rest = [
-        Direct { topic: Topic::Verdicts, data: partial.encode_wire() },
-        Direct { topic: Topic::Verdicts, data: b"\xffgarbage".to_vec() },
+        Direct { messages: vec![(Topic::Verdicts, partial.encode_wire())] },
+        Direct { messages: vec![(Topic::Verdicts, b"\xffgarbage".to_vec())] },
     ];
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {

@@ -361,7 +361,16 @@ async fn crashed_and_lagging_nodes_never_sign_anything_different() {
     let signed_again =
         metric(&net.0.nodes[3].metrics().await.unwrap(), "resolvd_signatures_total", "");
     assert_eq!(signed_again, 0.0, "the restarted node signed again");
-    let v0 = net.0.nodes[0].get(&format!("/disputes/{}", open.deal_id)).await.unwrap();
+    // Node 0 builds the certificate too; its API snapshot may show it a
+    // refresh later than the chain shows the settlement.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let v0 = loop {
+        let v0 = net.0.nodes[0].get(&path).await.unwrap();
+        if !v0["certificate_non_signers"].is_null() || std::time::Instant::now() >= deadline {
+            break v0;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     assert_eq!(v0["certificate_non_signers"], serde_json::json!([2]), "{v0}");
 
     // Node 2 catches up: sees the dispute, finds it settled, signs nothing.

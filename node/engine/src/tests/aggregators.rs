@@ -31,19 +31,31 @@ fn order(a: &DisputeAnnouncement) -> Vec<u32> {
     submit_order(&a.deal_id, &[0, 1, 2, 3])
 }
 
+fn kind(gossip: &Gossip) -> &'static str {
+    match gossip {
+        Gossip::Verdict(_) => "verdict",
+        Gossip::Commit(_) => "commit",
+        Gossip::Aggregate(_) => "aggregate",
+        _ => "other",
+    }
+}
+
+/// Each message sent directly, with its members, in order.
 fn sends(actions: &[Action]) -> Vec<(Vec<u32>, &'static str)> {
+    requests(actions)
+        .into_iter()
+        .flat_map(|(to, kinds)| kinds.into_iter().map(move |k| (to.clone(), k)))
+        .collect()
+}
+
+/// Each direct request: its members and its messages' kinds, in order.
+fn requests(actions: &[Action]) -> Vec<(Vec<u32>, Vec<&'static str>)> {
     actions
         .iter()
         .filter_map(|x| match x {
-            Action::Send { to, gossip, .. } => Some((
-                to.clone(),
-                match gossip {
-                    Gossip::Verdict(_) => "verdict",
-                    Gossip::Commit(_) => "commit",
-                    Gossip::Aggregate(_) => "aggregate",
-                    _ => "other",
-                },
-            )),
+            Action::Send { to, messages, .. } => {
+                Some((to.clone(), messages.iter().map(kind).collect()))
+            }
             _ => None,
         })
         .collect()
@@ -172,9 +184,10 @@ fn a_collector_sends_its_complete_slice_to_the_aggregators() {
     let out: Vec<_> = actions
         .iter()
         .filter_map(|x| match x {
-            Action::Send { to, gossip: Gossip::Aggregate(agg), .. } => {
-                Some((to.clone(), agg.clone()))
-            }
+            Action::Send { to, messages, .. } => match &messages[..] {
+                [Gossip::Aggregate(agg)] => Some((to.clone(), agg.clone())),
+                _ => None,
+            },
             _ => None,
         })
         .collect();
@@ -248,7 +261,7 @@ fn a_member_of_a_slice_sends_to_its_collector_then_escalates_to_the_aggregators(
 }
 
 #[test]
-fn with_commit_reveal_the_commitment_then_the_partial_go_to_the_aggregators_past_the_slices() {
+fn with_commit_reveal_the_commitment_is_gossiped_and_the_reveal_goes_with_it_to_the_aggregators() {
     let a = announcement(1);
     let order = order(&a);
     let me = order[3];
@@ -256,18 +269,21 @@ fn with_commit_reveal_the_commitment_then_the_partial_go_to_the_aggregators_past
     rig.engine.set_commit_reveal(EPOCH, Some(WINDOW));
     rig.sign_through(&a, ReexecVerdict::Reproduced);
     let actions = rig.drain();
-    // An aggregate cannot show its signers committed in time: no slices.
-    assert_eq!(sends(&actions), vec![(vec![order[0]], "commit")], "{actions:?}");
+    // Every member needs the commitments to know when the commit phase
+    // closes: gossiped.
+    assert!(sends(&actions).is_empty(), "{actions:?}");
+    assert!(actions.iter().any(|x| matches!(x, Action::Publish(Gossip::Commit(_)))));
     assert!(!publishes_verdict(&actions));
-    // The commit window passes: the reveal goes where the commitment went.
-    assert_eq!(sends(&tick_after(&mut rig, WINDOW)), vec![(vec![order[0]], "verdict")]);
-    // Escalation sends the commitment first, then the partial.
+    // The commit window passes: an aggregate cannot show its signers
+    // committed in time, so no slices: the reveal goes to the aggregators,
+    // in one request with the commitment (sent apart, it could arrive first
+    // and not count there).
+    let reveal = vec![(vec![order[0]], vec!["commit", "verdict"])];
+    assert_eq!(requests(&tick_after(&mut rig, WINDOW)), reveal);
+    // Escalation sends both to the next group, again in one request.
     rig.later(ESCALATE);
     rig.engine.on_tick(rig.now);
-    assert_eq!(
-        sends(&rig.drain()),
-        vec![(vec![order[1], order[2]], "commit"), (vec![order[1], order[2]], "verdict")]
-    );
+    assert_eq!(requests(&rig.drain()), vec![(vec![order[1], order[2]], vec!["commit", "verdict"])]);
 }
 
 #[test]
