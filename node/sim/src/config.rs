@@ -28,6 +28,9 @@ pub struct Config {
     /// Virtual time after which a run stops even if not every honest node
     /// saw the dispute settled.
     pub max_time: Duration,
+    /// Commit-reveal's window (the registry's `commitRevealMs`); `None`:
+    /// off, the registry's default.
+    pub commit_reveal: Option<Duration>,
     /// Record every message copy sent ([`crate::Simulation::sends`]).
     pub trace: bool,
 }
@@ -45,6 +48,7 @@ impl Config {
             dissemination: Dissemination::Flood,
             tick: Duration::from_millis(50),
             max_time: Duration::from_secs(40),
+            commit_reveal: None,
             trace: false,
         }
     }
@@ -62,6 +66,13 @@ pub struct Faults {
     /// (a valid point in G2 over another digest; they relay others' gossip
     /// and send no transaction).
     pub garbage: usize,
+    /// Sign both outcomes and send both partials wherever their own goes
+    /// (they send no transaction).
+    pub equivocate: usize,
+    /// Forge a commit-reveal commitment in every other member's name (signed
+    /// with their own key: well-formed, only the signature check catches it)
+    /// when they see the dispute, and withhold their own partial.
+    pub forge: usize,
     /// Honest but with every CPU cost multiplied by `slow_factor`.
     pub slow: usize,
     /// CPU multiplier of the slow members.
@@ -97,6 +108,8 @@ impl Faults {
                 "crash" => f.crash = count,
                 "withhold" => f.withhold = count,
                 "garbage" => f.garbage = count,
+                "equivocate" => f.equivocate = count,
+                "forge" => f.forge = count,
                 "slow" => {
                     f.slow = count;
                     if let Some(k) = factor {
@@ -107,20 +120,25 @@ impl Faults {
                 }
                 other => {
                     return Err(Error::Faults(format!(
-                        "unknown fault `{other}` (crash, withhold, garbage, slow, adversarial)"
+                        "unknown fault `{other}` (crash, withhold, garbage, equivocate, forge, slow, adversarial)"
                     )))
                 }
             }
         }
-        if f.crash + f.withhold + f.garbage + f.slow > nodes {
+        if f.byzantine() + f.slow > nodes {
             return Err(Error::Faults(format!("more faulty members than the {nodes} nodes")));
         }
         Ok(f)
     }
 
-    /// Members that are neither crashed, withholding nor sending garbage.
+    /// Members that are crashed or byzantine (every fault but `slow`).
+    pub fn byzantine(&self) -> usize {
+        self.crash + self.withhold + self.garbage + self.equivocate + self.forge
+    }
+
+    /// Members that are neither crashed nor byzantine.
     pub fn honest(&self, nodes: usize) -> usize {
-        nodes.saturating_sub(self.crash + self.withhold + self.garbage)
+        nodes.saturating_sub(self.byzantine())
     }
 }
 
@@ -139,9 +157,13 @@ fn count_of(amount: &str, nodes: usize) -> Option<usize> {
 impl fmt::Display for Faults {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = Vec::new();
-        for (name, n) in
-            [("crash", self.crash), ("withhold", self.withhold), ("garbage", self.garbage)]
-        {
+        for (name, n) in [
+            ("crash", self.crash),
+            ("withhold", self.withhold),
+            ("garbage", self.garbage),
+            ("equivocate", self.equivocate),
+            ("forge", self.forge),
+        ] {
             if n > 0 {
                 parts.push(format!("{name}={n}"));
             }
@@ -254,6 +276,56 @@ pub struct NetConfig {
     pub mesh: usize,
     /// Where own messages go.
     pub publish: PublishTo,
+    /// A partition between two sides of the members, then its heal.
+    pub partition: Option<Partition>,
+}
+
+/// `members` of the committee (a seeded draw) cut off from the others from
+/// `from` until `until` (virtual time from the challenge being mined): a
+/// copy sent across the cut meanwhile is lost, and TCP sends it again at its
+/// retransmission timeouts (round trip + 200 ms, doubling) until one falls
+/// after the heal. The connections survive; the chain stays reachable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// Members on the cut-off side.
+    pub members: usize,
+    /// When the cut begins.
+    pub from: Duration,
+    /// When it heals.
+    pub until: Duration,
+}
+
+impl Partition {
+    /// Parses `COUNT_OR_FRACTION@FROM_MS-UNTIL_MS` (`1/2@0-3000`) for a
+    /// committee of `nodes`.
+    pub fn parse(spec: &str, nodes: usize) -> Result<Self> {
+        let bad = || {
+            Error::Invalid(format!(
+                "partition `{spec}`: expected COUNT_OR_FRACTION@FROM_MS-UNTIL_MS"
+            ))
+        };
+        let (amount, window) = spec.split_once('@').ok_or_else(bad)?;
+        let (from, until) = window.split_once('-').ok_or_else(bad)?;
+        let members = count_of(amount, nodes).filter(|m| *m <= nodes).ok_or_else(bad)?;
+        let (from, until): (u64, u64) =
+            (from.parse().map_err(|_| bad())?, until.parse().map_err(|_| bad())?);
+        if until < from {
+            return Err(bad());
+        }
+        Ok(Self { members, from: Duration::from_millis(from), until: Duration::from_millis(until) })
+    }
+}
+
+impl fmt::Display for Partition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} members apart {}–{} ms",
+            self.members,
+            self.from.as_millis(),
+            self.until.as_millis()
+        )
+    }
 }
 
 impl Default for NetConfig {
@@ -265,6 +337,7 @@ impl Default for NetConfig {
             overhead: MESSAGE_OVERHEAD,
             mesh: 8,
             publish: PublishTo::Mesh,
+            partition: None,
         }
     }
 }
@@ -407,6 +480,16 @@ mod tests {
         assert_eq!(f.to_string(), "withhold=21,adversarial");
         assert_eq!("geo".parse::<Latency>().unwrap(), Latency::Geo);
         assert!("10:20".parse::<Latency>().is_err());
+        let f = Faults::parse("equivocate=1/8,forge=2", 64).unwrap();
+        assert_eq!((f.equivocate, f.forge, f.honest(64)), (8, 2, 54));
+        assert_eq!(f.to_string(), "equivocate=8,forge=2");
+        assert!(Faults::parse("equivocate=3,forge=2", 4).is_err());
+        let p = Partition::parse("1/2@100-3000", 64).unwrap();
+        assert_eq!((p.members, p.from.as_millis(), p.until.as_millis()), (32, 100, 3000));
+        assert_eq!(p.to_string(), "32 members apart 100–3000 ms");
+        for bad in ["1/2", "1/2@3000-100", "65@0-1", "x@0-1", "1/2@0"] {
+            assert!(Partition::parse(bad, 64).is_err(), "{bad}");
+        }
     }
 
     #[test]

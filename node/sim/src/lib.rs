@@ -28,7 +28,7 @@ mod rng;
 mod sim;
 
 pub use config::{
-    ChainConfig, Config, Costs, Faults, Latency, NetConfig, PublishTo, MESSAGE_OVERHEAD,
+    ChainConfig, Config, Costs, Faults, Latency, NetConfig, Partition, PublishTo, MESSAGE_OVERHEAD,
 };
 pub use error::{Error, Result};
 pub use report::{NodeStats, Percentiles, Report, Role, Spread, Verdicts};

@@ -5,7 +5,7 @@
 
 use clap::{Parser, Subcommand};
 use resolvd_engine::{Aggregation, Dissemination};
-use resolvd_sim::{Config, Faults, Latency, PublishTo, Report};
+use resolvd_sim::{Config, Faults, Latency, Partition, PublishTo, Report};
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -58,8 +58,9 @@ struct RunArgs {
     /// Seed of every random draw.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Faulty members: crash=, withhold=, garbage=, slow=[xK], each a count
-    /// or a fraction (0.33 or 1/3), comma-separated.
+    /// Faulty members: crash=, withhold=, garbage=, equivocate=, forge=,
+    /// slow=[xK], each a count or a fraction (0.33 or 1/3), comma-separated;
+    /// `adversarial` places them first in the deal's submitter order.
     #[arg(long, default_value = "none")]
     faults: String,
     /// One-way link latency: MEAN_MS:SPREAD_MS (uniform) or geo.
@@ -96,6 +97,13 @@ struct RunArgs {
     /// after its first partial, unless the slice is complete sooner.
     #[arg(long, default_value_t = 50)]
     collect_ms: u64,
+    /// Commit-reveal's window, ms (the registry's `commitRevealMs`; 0: off).
+    #[arg(long, default_value_t = 0)]
+    commit_reveal_ms: u64,
+    /// Cut COUNT_OR_FRACTION of the members off from the others from FROM_MS
+    /// until UNTIL_MS of virtual time: `1/2@0-3000`.
+    #[arg(long)]
+    partition: Option<String>,
     /// Stop after this much virtual time, seconds.
     #[arg(long, default_value_t = 40)]
     max_secs: u64,
@@ -114,6 +122,10 @@ impl RunArgs {
         cfg.net.mesh = self.mesh;
         cfg.net.publish = self.publish.parse::<PublishTo>()?;
         cfg.max_time = Duration::from_secs(self.max_secs);
+        cfg.commit_reveal =
+            (self.commit_reveal_ms > 0).then(|| Duration::from_millis(self.commit_reveal_ms));
+        cfg.net.partition =
+            self.partition.as_deref().map(|p| Partition::parse(p, nodes)).transpose()?;
         if self.aggregators > 0 {
             cfg.dissemination = Dissemination::Aggregators(Aggregation {
                 group: self.aggregators,

@@ -153,6 +153,8 @@ pub(crate) struct Wire {
     links: Links,
     uplink_bps: u64,
     loss_p: f64,
+    /// The partition: which side each member is on, and its window (ns).
+    cut: Option<(Vec<bool>, u64, u64)>,
 }
 
 impl Wire {
@@ -164,7 +166,33 @@ impl Wire {
             links: Links::new(&cfg.latency, seed, nodes),
             uplink_bps: cfg.uplink_bps,
             loss_p: cfg.loss,
+            cut: cfg.partition.as_ref().map(|p| {
+                let mut order: Vec<usize> = (0..nodes).collect();
+                Rng::new(seed, 0xc07).shuffle(&mut order);
+                let mut side = vec![false; nodes];
+                for i in order.into_iter().take(p.members) {
+                    side[i] = true;
+                }
+                (side, p.from.as_nanos() as u64, p.until.as_nanos() as u64)
+            }),
         }
+    }
+
+    /// Whether a copy from `from` to `to` leaving at `at` crosses the
+    /// partition while it holds: then the next transmission after the heal,
+    /// at `at` plus the retransmission timeouts (`rto`, doubling).
+    fn across_cut(&self, from: u32, to: u32, at: u64, rto: u64) -> Option<(u64, u32)> {
+        let (side, begins, heals) = self.cut.as_ref()?;
+        if side[from as usize] == side[to as usize] || at < *begins || at >= *heals {
+            return None;
+        }
+        let (mut resent_at, mut rto, mut tries) = (at, rto, 0);
+        while resent_at < *heals {
+            resent_at += rto;
+            rto *= 2;
+            tries += 1;
+        }
+        Some((resent_at, tries))
     }
 
     #[cfg(test)]
@@ -214,6 +242,13 @@ impl Wire {
                 sent += packet as u64;
                 arrival = arrival.max(resent_at + self.serialize_ns(packet) + one_way);
             }
+        }
+        if let Some((resent_at, tries)) = self.across_cut(from, to, done, rtt + RTO_MIN_NS) {
+            // Every packet of it is lost until the heal, and sent again at
+            // each timeout.
+            retransmits += tries * packets as u32;
+            sent += tries as u64 * bytes as u64;
+            arrival = arrival.max(resent_at + self.serialize_ns(bytes) + one_way);
         }
         let link = self.links_state.entry((from, to)).or_insert((0, None));
         arrival = arrival.max(link.0);
@@ -280,5 +315,33 @@ mod tests {
         assert_eq!(other.arrival, 2 * w.serialize_ns(500) + w.latency_ns(0, 2));
         let behind = w.send(0, 1, 500, 0);
         assert_eq!(behind.arrival, lost.arrival, "in order behind the lost one");
+    }
+
+    #[test]
+    fn a_copy_across_the_partition_arrives_after_the_heal_and_others_do_not_wait() {
+        let cfg = NetConfig {
+            loss: 0.0,
+            partition: Some(crate::config::Partition {
+                members: 2,
+                from: std::time::Duration::from_millis(100),
+                until: std::time::Duration::from_millis(3_000),
+            }),
+            ..NetConfig::default()
+        };
+        let mut w = Wire::new(&cfg, 5, 4);
+        let side = w.cut.as_ref().unwrap().0.clone();
+        assert_eq!(side.iter().filter(|s| **s).count(), 2);
+        let a = side.iter().position(|s| *s).unwrap() as u32;
+        let same = side.iter().rposition(|s| *s).unwrap() as u32;
+        let other = side.iter().position(|s| !*s).unwrap() as u32;
+        let before = w.send(a, other, 500, 0);
+        assert!(before.arrival < 100_000_000, "sent before the cut");
+        let during = w.send(a, other, 500, 200_000_000);
+        assert!(during.arrival > 3_000_000_000, "after the heal: {}", during.arrival);
+        assert!(during.retransmits >= 3 && during.bytes >= 4 * 500);
+        let inside = w.send(a, same, 500, 200_000_000);
+        assert!(inside.arrival < 400_000_000, "same side: {}", inside.arrival);
+        let after = w.send(other, a, 500, 3_000_000_000);
+        assert_eq!(after.retransmits, 0);
     }
 }

@@ -4,7 +4,7 @@
 use crate::config::{Config, PublishTo};
 use resolvd_engine::{Dissemination, Topic, Validation};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a member does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -18,6 +18,10 @@ pub enum Role {
     Withholding,
     /// Publishes a partial with an invalid signature instead of its own.
     Garbage,
+    /// Signs both outcomes and sends both partials.
+    Equivocating,
+    /// Forges commitments in every other member's name; withholds its own.
+    Forging,
 }
 
 /// One member's counters over the run (times in virtual ns from the
@@ -52,6 +56,8 @@ pub struct NodeStats {
     pub withheld: u64,
     /// Evidence files its slasher wrote.
     pub evidence: u64,
+    /// The members that evidence it wrote convicts.
+    pub convicted: BTreeSet<u32>,
     /// The engine's verdicts on gossip, per topic: accept, ignore, reject.
     pub validations: BTreeMap<&'static str, [u64; 3]>,
     /// Gossip the engine ignored unverified under one of its bounds, by
@@ -76,6 +82,7 @@ impl NodeStats {
             cpu_ns: 0,
             withheld: 0,
             evidence: 0,
+            convicted: BTreeSet::new(),
             validations: BTreeMap::new(),
             bounded: BTreeMap::new(),
         }
@@ -157,7 +164,7 @@ fn ms(ns: u64) -> f64 {
 }
 
 /// A run's summary. Figures "per node" are over the honest members (not
-/// crashed, withholding or sending garbage); slow members are honest.
+/// crashed or byzantine); slow members are honest.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     /// Committee members.
@@ -213,8 +220,14 @@ pub struct Report {
     pub cpu_over_floor: f64,
     /// Packets retransmitted, all members.
     pub retransmits: u64,
-    /// Evidence files written, all members (none expected: no equivocation).
+    /// Evidence files written, all members (none without equivocating members).
     pub evidence: u64,
+    /// The members any evidence convicts (honest members never).
+    pub convicted: Vec<u32>,
+    /// Commit-reveal's window, ms (`None`: off).
+    pub commit_reveal_ms: Option<u64>,
+    /// The partition, if any.
+    pub partition: Option<String>,
     /// The engines' gossip verdicts, summed over the honest members.
     pub validations: BTreeMap<&'static str, Verdicts>,
     /// Gossip ignored unverified under the engines' bounds, by bound,
@@ -306,6 +319,14 @@ impl Report {
             cpu_ms_per_node: cpu,
             retransmits: all.iter().map(|s| s.retransmits).sum(),
             evidence: all.iter().map(|s| s.evidence).sum(),
+            convicted: all
+                .iter()
+                .flat_map(|s| s.convicted.iter().copied())
+                .collect::<BTreeSet<u32>>()
+                .into_iter()
+                .collect(),
+            commit_reveal_ms: cfg.commit_reveal.map(|w| w.as_millis() as u64),
+            partition: cfg.net.partition.as_ref().map(ToString::to_string),
             validations,
             bounded,
             messages,
@@ -333,11 +354,18 @@ impl Report {
         } else {
             format!("no ({} of {})", self.honest_certified, self.honest)
         };
+        let mut faults = self.faults.clone();
+        if let Some(w) = self.commit_reveal_ms {
+            faults.push_str(&format!("; commit-reveal {w} ms"));
+        }
+        if let Some(p) = &self.partition {
+            faults.push_str(&format!("; {p}"));
+        }
         format!(
             "| {} | {} | {} | {} | {:.0} ({:.0}) | {:.0} | {:.1} ms ({:.1} ×), {:.1} ms | {} | {} |",
             self.nodes,
             self.partials,
-            self.faults,
+            faults,
             latency,
             self.kib_sent_per_node.mean,
             self.kib_sent_per_node.max,

@@ -20,7 +20,7 @@ use resolvd_engine::{
     EngineMetrics, Gathered, Gossip, MessageOrigin, SlashResult, SubmitResult, Topic, Validation,
 };
 use resolvd_proto::{
-    wire::{DisputeAnnouncement, SignedVerdict},
+    wire::{DisputeAnnouncement, PartialCommit, SignedVerdict},
     ReexecRequestV1, ReexecVerdict, ReplayRecordV1, VerdictDomain, VerdictEnvelopeV1,
 };
 use sha2::{Digest, Sha256};
@@ -314,7 +314,7 @@ impl Simulation {
             return Err(Error::Invalid("bandwidth, loss or mesh degree out of range".into()));
         }
         let f = &cfg.faults;
-        if f.crash + f.withhold + f.garbage + f.slow > n {
+        if f.byzantine() + f.slow > n {
             return Err(Error::Faults(format!("more faulty members than the {n} nodes")));
         }
         // Who is faulty: a seeded permutation (or the deal's submitter
@@ -328,9 +328,13 @@ impl Simulation {
         }
         let mut roles = vec![(Role::Honest, 1u32); n];
         let mut cursor = order.into_iter();
-        for (count, role) in
-            [(f.crash, Role::Crashed), (f.withhold, Role::Withholding), (f.garbage, Role::Garbage)]
-        {
+        for (count, role) in [
+            (f.crash, Role::Crashed),
+            (f.withhold, Role::Withholding),
+            (f.garbage, Role::Garbage),
+            (f.equivocate, Role::Equivocating),
+            (f.forge, Role::Forging),
+        ] {
             for i in cursor.by_ref().take(count) {
                 roles[i].0 = role;
             }
@@ -366,8 +370,8 @@ impl Simulation {
                 let (role, slow) = roles[i];
                 let metrics = EngineMetrics::default();
                 let engine = (role != Role::Crashed).then(|| {
-                    // Withholding and garbage members send no transaction
-                    // (the certificate that settles is an honest member's).
+                    // Byzantine members send no transaction (the
+                    // certificate that settles is an honest member's).
                     let submits = role == Role::Honest;
                     let mut e = Engine::new(
                         EngineConfig {
@@ -380,7 +384,7 @@ impl Simulation {
                         metrics.clone(),
                     );
                     e.on_head(100, 1_000);
-                    e.set_commit_reveal(EPOCH, None);
+                    e.set_commit_reveal(EPOCH, cfg.commit_reveal);
                     e.on_epoch(EPOCH);
                     // The committee load the epoch asks for, answered at once
                     // (before the dispute: every node knows the epoch).
@@ -545,6 +549,7 @@ impl Simulation {
         let mut work = Work { builds: !matches!(job, Job::Deliver { .. }), ..Work::default() };
         let deal_id = self.announcement.deal_id;
         let mut batch = None;
+        let mut forge = false;
         {
             let n = &mut self.nodes[node as usize];
             let Some(engine) = n.engine.as_mut() else { return };
@@ -593,7 +598,10 @@ impl Simulation {
                         engine.on_batch(&seed, at);
                     }
                 }
-                Job::Log => engine.on_disputed_log(self.announcement.clone(), at),
+                Job::Log => {
+                    engine.on_disputed_log(self.announcement.clone(), at);
+                    forge = n.role == Role::Forging;
+                }
                 Job::Confirmed { announcement, source, disputed } => {
                     let result =
                         if disputed { Confirmation::Disputed } else { Confirmation::NotDisputed };
@@ -621,6 +629,9 @@ impl Simulation {
             }
         }
         self.drain(node, &mut work);
+        if forge {
+            self.forge_commits(node, &mut work);
+        }
         if let Some(queued) = batch {
             work.cost += costs.batch(queued, work.rejected_partials);
         }
@@ -667,7 +678,7 @@ impl Simulation {
             }
             Action::Fetch { .. } => {}
             Action::Replay(_) => work.later.push((Duration::ZERO, node, Job::Replay)),
-            Action::Sign { commitment, epoch, index, .. } => {
+            Action::Sign { commitment, epoch, index, commit, .. } => {
                 work.cost += costs.sign;
                 let n = &mut self.nodes[node as usize];
                 let Some(signer) = n.signer.as_mut() else { return };
@@ -680,8 +691,15 @@ impl Simulation {
                             signer_index: index,
                             signature: s.compress(),
                         };
+                        // With commit-reveal, the commitment's signature too.
+                        let signed_commit = commit.then(|| {
+                            work.cost += costs.sign;
+                            let mut c = PartialCommit::of(&partial, [0; 96]);
+                            c.signature = signer.sign_commit(&c.signing_message()).compress();
+                            c
+                        });
                         let queued = engine.queued_partials();
-                        engine.on_signed(partial, None, at);
+                        engine.on_signed(partial, signed_commit, at);
                         if engine.queued_partials() > queued {
                             work.cost += costs.decode;
                         }
@@ -691,11 +709,12 @@ impl Simulation {
             }
             Action::Publish(gossip) => self.publish(node, gossip, work),
             Action::Send { to, messages, .. } => {
-                // (Modelled as one send per message: commit-reveal, which
-                // sends two in a request, is not simulated.)
+                // One copy per message (a request's messages go in order on
+                // the link, as the node's do; its framing counts per message).
                 let to: Vec<u32> = to.into_iter().filter(|&p| p != node).collect();
+                let messages: Vec<Gossip> =
+                    messages.into_iter().flat_map(|g| self.as_role(node, g)).collect();
                 for gossip in messages {
-                    let Some(gossip) = self.as_role(node, gossip) else { continue };
                     if let Gossip::Aggregate(a) = &gossip {
                         // Summing the slice's signatures.
                         work.cost +=
@@ -753,27 +772,39 @@ impl Simulation {
                     work.cost += costs.build_certificate(signers);
                 }
             }
-            Action::WriteEvidence(..) => self.nodes[node as usize].stats.evidence += 1,
+            Action::WriteEvidence(_, convicted) => {
+                let s = &mut self.nodes[node as usize].stats;
+                s.evidence += 1;
+                s.convicted.extend(convicted);
+            }
             _ => {}
         }
     }
 
-    /// An own message as the node's role sends it: withholding members
-    /// send neither their partial nor a certificate they built; garbage
-    /// members send either with an invalid signature.
-    fn as_role(&mut self, node: u32, gossip: Gossip) -> Option<Gossip> {
+    /// An own message as the node's role sends it: withholding and forging
+    /// members send neither their partial (nor its commitment) nor a
+    /// certificate they built; garbage members send either with an invalid
+    /// signature; equivocating members send their partial and one of the
+    /// other outcome.
+    fn as_role(&mut self, node: u32, gossip: Gossip) -> Vec<Gossip> {
         let role = self.nodes[node as usize].role;
-        Some(match (gossip, role) {
-            (Gossip::Verdict(p), Role::Withholding) if p.signer_index == node => {
+        let hides = matches!(role, Role::Withholding | Role::Forging);
+        vec![match (gossip, role) {
+            (Gossip::Verdict(p), _) if hides && p.signer_index == node => {
                 self.nodes[node as usize].stats.withheld += 1;
-                return None;
+                return Vec::new();
             }
+            (Gossip::Commit(c), _) if hides && c.signer_index == node => return Vec::new(),
             (Gossip::Verdict(p), Role::Garbage) if p.signer_index == node => {
                 Gossip::Verdict(self.garbage(p))
             }
-            (Gossip::Certificate(_) | Gossip::Aggregate(_), Role::Withholding) => {
+            (Gossip::Verdict(p), Role::Equivocating) if p.signer_index == node => {
+                let other = self.other_outcome(&p);
+                return vec![Gossip::Verdict(p), Gossip::Verdict(other)];
+            }
+            (Gossip::Certificate(_) | Gossip::Aggregate(_), _) if hides => {
                 self.nodes[node as usize].stats.withheld += 1;
-                return None;
+                return Vec::new();
             }
             (Gossip::Aggregate(mut a), Role::Garbage) => {
                 let digest = B256::from_slice(&Sha256::digest(a.aggregate_signature));
@@ -786,13 +817,55 @@ impl Simulation {
                 Gossip::Certificate(c)
             }
             (g, _) => g,
-        })
+        }]
+    }
+
+    /// `p`'s signer's partial for the other outcome, signed with its key
+    /// (past its slashing protection).
+    fn other_outcome(&self, p: &SignedVerdict) -> SignedVerdict {
+        let mut commitment = p.commitment;
+        commitment.outcome = match commitment.outcome {
+            ReexecVerdict::Reproduced => ReexecVerdict::Failed,
+            ReexecVerdict::Failed => ReexecVerdict::Reproduced,
+        };
+        let signature = member_key(p.signer_index as usize)
+            .sign(&commitment.eip712_digest(&self.domain))
+            .compress();
+        SignedVerdict { commitment, signature, ..p.clone() }
+    }
+
+    /// A forging member's commitments in every other live member's name,
+    /// each signed with the forger's own key over the right message (so
+    /// only the signature check catches them), published as its own.
+    fn forge_commits(&mut self, node: u32, work: &mut Work) {
+        let key = member_key(node as usize);
+        let deal_id = self.announcement.deal_id;
+        for index in (0..self.committee_size as u32).filter(|&i| i != node) {
+            let commit = B256::from_slice(
+                &Sha256::new()
+                    .chain_update(b"resolvd-sim forged commit")
+                    .chain_update(node.to_be_bytes())
+                    .chain_update(index.to_be_bytes())
+                    .finalize(),
+            );
+            let message = PartialCommit::message(&deal_id, EPOCH, index, &commit);
+            let signature = key.sign_commit(&message).compress();
+            let forged =
+                PartialCommit { deal_id, epoch: EPOCH, signer_index: index, commit, signature };
+            work.cost += self.cfg.costs.sign;
+            self.publish(node, Gossip::Commit(forged), work);
+        }
     }
 
     /// Gossips an own message (or a fault's replacement of it) to the mesh,
     /// or to every live member.
     fn publish(&mut self, node: u32, gossip: Gossip, work: &mut Work) {
-        let Some(gossip) = self.as_role(node, gossip) else { return };
+        for gossip in self.as_role(node, gossip) {
+            self.publish_one(node, gossip, work);
+        }
+    }
+
+    fn publish_one(&mut self, node: u32, gossip: Gossip, work: &mut Work) {
         if matches!(gossip, Gossip::Dispute(_)) && self.nodes[node as usize].stats.seen_at.is_none()
         {
             work.seen = true;

@@ -3,7 +3,7 @@
 //! judged on what they simulated, never on how long they took.
 
 use resolvd_engine::{Aggregation, Dissemination, Gossip};
-use resolvd_sim::{run, Config, Faults, Role, Simulation};
+use resolvd_sim::{run, Config, Faults, Partition, Role, Simulation};
 use std::time::Duration;
 
 fn config(nodes: usize, seed: u64, faults: &str) -> Config {
@@ -216,6 +216,86 @@ fn withholding_aggregators_are_routed_around_by_escalation() {
     let random = run(aggregating(64, 13, "withhold=1/3")).unwrap();
     assert!(random.all_honest_certified);
     assert!(random.seen_to_certificate_ms.as_ref().unwrap().p99 < ESCALATE_MS as f64);
+}
+
+/// Equivocating members' conflicting partials reach the honest members as
+/// evidence against exactly them, flooded and through aggregators, and the
+/// honest majority still certifies; no honest member is ever convicted.
+#[test]
+fn equivocators_are_convicted_and_only_they() {
+    for cfg in [config(32, 21, "equivocate=4"), aggregating(64, 21, "equivocate=8")] {
+        let nodes = cfg.nodes;
+        let mut sim = Simulation::new(cfg).unwrap();
+        let r = sim.run();
+        assert!(r.all_honest_certified && r.settled, "{}", r.to_json());
+        let equivocators: Vec<u32> = sim
+            .node_stats()
+            .enumerate()
+            .filter(|(_, s)| s.role == Role::Equivocating)
+            .map(|(i, _)| i as u32)
+            .collect();
+        assert_eq!(equivocators.len(), nodes / 8);
+        assert!(r.evidence > 0, "{}", r.to_json());
+        assert!(!r.convicted.is_empty());
+        assert!(
+            r.convicted.iter().all(|i| equivocators.contains(i)),
+            "convicted {:?}, equivocators {equivocators:?}",
+            r.convicted
+        );
+        // Honest members' own evidence names equivocators too.
+        let honest_convicted: usize =
+            sim.node_stats().filter(|s| s.role == Role::Honest).map(|s| s.convicted.len()).sum();
+        assert!(honest_convicted > 0);
+    }
+}
+
+/// With commit-reveal, every honest member commits, reveals and certifies,
+/// flooded and through aggregators, and the commitments that members forge
+/// in every other member's name are rejected and never count.
+#[test]
+fn commit_reveal_certifies_and_forged_commitments_are_rejected() {
+    for mut cfg in [config(32, 22, "forge=2"), aggregating(64, 22, "forge=4")] {
+        cfg.commit_reveal = Some(Duration::from_millis(500));
+        let r = run(cfg).unwrap();
+        assert_eq!(r.commit_reveal_ms, Some(500));
+        assert!(r.all_honest_certified && r.settled, "{}", r.to_json());
+        assert_eq!(r.evidence, 0, "{}", r.to_json());
+        let commits = &r.validations["commits"];
+        assert!(commits.reject > 0, "forgeries rejected: {}", r.to_json());
+        assert!(commits.accept > 0, "real commitments accepted");
+        // Only commitments of members that replayed count: no honest member
+        // revealed before the real commitments of the threshold arrived,
+        // so every certificate's signers committed.
+        assert!(r.certificate_signers.unwrap() * 3 >= r.nodes * 2);
+    }
+    let plain = run(config(32, 22, "none")).unwrap();
+    assert_eq!(plain.validations.get("commits").map_or(0, |v| v.accept), 0);
+}
+
+/// Half of the committee cut off from the other half for 3 s: neither side
+/// holds 2/3 of the stake, so nobody certifies while the cut lasts; after
+/// the heal, TCP's retransmissions deliver and every honest member certifies.
+#[test]
+fn a_partition_stops_certification_until_it_heals() {
+    for mut cfg in [config(32, 23, "none"), aggregating(64, 23, "none")] {
+        let nodes = cfg.nodes;
+        cfg.net.partition = Some(Partition::parse("1/2@0-3000", nodes).unwrap());
+        let mut sim = Simulation::new(cfg).unwrap();
+        let r = sim.run();
+        assert!(r.all_honest_certified && r.settled, "{}", r.to_json());
+        assert!(r.partition.as_deref().unwrap().starts_with(&format!("{} members", nodes / 2)));
+        // No member held a certificate before the heal.
+        let first = sim.node_stats().filter_map(|s| s.cert_at).min().unwrap();
+        assert!(first >= 3_000_000_000, "first certificate at {first} ns");
+        assert!(r.retransmits > 0);
+    }
+    // A cut-off third leaves the other side the threshold: it certifies.
+    let mut cfg = config(32, 23, "none");
+    cfg.net.partition = Some(Partition::parse("10@0-30000", 32).unwrap());
+    cfg.max_time = Duration::from_secs(20);
+    let r = run(cfg).unwrap();
+    assert!(r.settled, "{}", r.to_json());
+    assert!(!r.all_honest_certified, "the cut-off side holds none before the heal");
 }
 
 #[test]
