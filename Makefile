@@ -99,12 +99,19 @@ bench-scale: tools
 ## and CPU, own partials flooded and sent to aggregators, honest, with 1/3 withholding, 1/3
 ## sending garbage, and 1/3 withholding placed first (node/sim/README.md; release build;
 ## a flooded N = 1,024 takes minutes per run).
+## Then, through aggregators at N = 64 … 1,024: 1/3 equivocating, commit-reveal honest and with
+## 1/3 forging commitments (N <= 256: every engine verifies every commitment for real, N² in
+## all), and half the committee cut off for 3 s (its own table).
 SIM_SIZES ?= 16,32,64,256,1024
+SIM_FAULT_SIZES ?= 64,256,1024
+SIM_FAULT_MIXES ?= equivocate=1/3;none+commit-reveal=500+up-to=256;forge=1/3+commit-reveal=500+up-to=256;none+partition=1/2@0-3000
 SIM_ARGS ?=
 bench-sim:
 	@cargo build --release --locked -p resolvd-sim
 	@"$${CARGO_TARGET_DIR:-target}/release/resolvd-sim" bench --sizes $(SIM_SIZES) \
 	  --write BENCHMARKS.md --plot node/sim/bench.svg $(SIM_ARGS)
+	@"$${CARGO_TARGET_DIR:-target}/release/resolvd-sim" bench --sizes $(SIM_FAULT_SIZES) \
+	  --each-aggregators 8 --mixes "$(SIM_FAULT_MIXES)" --write BENCHMARKS.md --table sim-faults $(SIM_ARGS)
 
 ## bench-report: regenerate BENCHMARKS.md (criterion, forge gas, devnet latency for N = 4, 7, 10,
 ## and the scale table of bench-scale).

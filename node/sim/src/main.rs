@@ -27,7 +27,10 @@ enum Command {
         /// Committee sizes.
         #[arg(long, value_delimiter = ',', default_value = "16,32,64,256,1024")]
         sizes: Vec<usize>,
-        /// Fault mixes (each as `--faults`), `;`-separated.
+        /// Fault mixes (each as `--faults`), `;`-separated; a mix may add run
+        /// options after `+`: `commit-reveal=MS`, `partition=SPEC` (as
+        /// `--partition`), `up-to=N` (only at sizes up to N), e.g.
+        /// `forge=1/3+commit-reveal=500+up-to=256`.
         #[arg(
             long,
             value_delimiter = ';',
@@ -39,9 +42,12 @@ enum Command {
         #[arg(long = "each-aggregators", value_delimiter = ',', default_value = "0,8")]
         each_aggregators: Vec<usize>,
         /// Also write the table into this Markdown file, between the lines
-        /// `<!-- sim-table:begin -->` and `<!-- sim-table:end -->`.
+        /// `<!-- TABLE:begin -->` and `<!-- TABLE:end -->`.
         #[arg(long)]
         write: Option<std::path::PathBuf>,
+        /// The marker name of `--write`.
+        #[arg(long, default_value = "sim-table")]
+        table: String,
         /// Also write an SVG plot of p99 and bytes against N here.
         #[arg(long)]
         plot: Option<std::path::PathBuf>,
@@ -113,7 +119,12 @@ struct RunArgs {
 }
 
 impl RunArgs {
-    fn config(&self, nodes: usize, faults: &str) -> eyre::Result<Config> {
+    /// The run's configuration for `nodes` and a mix: faults (as
+    /// `--faults`), then optional `+commit-reveal=MS` and `+partition=SPEC`,
+    /// which override the flags.
+    fn config(&self, nodes: usize, mix: &str) -> eyre::Result<Config> {
+        let mut parts = mix.split('+');
+        let faults = parts.next().unwrap_or("none");
         let mut cfg = Config::new(nodes, self.seed);
         cfg.faults = Faults::parse(faults, nodes)?;
         cfg.net.latency = self.latency.parse::<Latency>()?;
@@ -126,6 +137,21 @@ impl RunArgs {
             (self.commit_reveal_ms > 0).then(|| Duration::from_millis(self.commit_reveal_ms));
         cfg.net.partition =
             self.partition.as_deref().map(|p| Partition::parse(p, nodes)).transpose()?;
+        for option in parts {
+            match option.split_once('=') {
+                Some(("commit-reveal", ms)) => {
+                    let ms: u64 = ms.parse()?;
+                    cfg.commit_reveal = (ms > 0).then(|| Duration::from_millis(ms));
+                }
+                Some(("partition", spec)) => {
+                    cfg.net.partition = Some(Partition::parse(spec, nodes)?)
+                }
+                Some(("up-to", _)) => {}
+                _ => eyre::bail!(
+                    "`{option}` in `{mix}`: expected commit-reveal=MS, partition=SPEC or up-to=N"
+                ),
+            }
+        }
         if self.aggregators > 0 {
             cfg.dissemination = Dissemination::Aggregators(Aggregation {
                 group: self.aggregators,
@@ -154,7 +180,15 @@ fn main() -> eyre::Result<()> {
             }
             eprintln!("simulated in {:.1} s", started.elapsed().as_secs_f64());
         }
-        Some(Command::Bench { sizes, mixes, each_aggregators, write, plot, mut run }) => {
+        Some(Command::Bench {
+            sizes,
+            mixes,
+            each_aggregators,
+            write,
+            table: marker,
+            plot,
+            mut run,
+        }) => {
             let header = Report::TABLE_HEADER.replace(" |\n", " | simulated in |\n") + " --- |";
             println!("{header}");
             let mut table = vec![header];
@@ -163,6 +197,9 @@ fn main() -> eyre::Result<()> {
                 for (k, f) in
                     each_aggregators.iter().flat_map(|k| mixes.iter().map(move |f| (k, f)))
                 {
+                    if up_to(f)?.is_some_and(|max| n > max) {
+                        continue;
+                    }
                     run.aggregators = *k;
                     let cfg = run.config(n, f)?;
                     let started = Instant::now();
@@ -176,7 +213,9 @@ fn main() -> eyre::Result<()> {
                 }
             }
             if let Some(path) = write {
-                write_between(&path, "<!-- sim-table:begin -->", "<!-- sim-table:end -->", &table)?;
+                let (begin, end) =
+                    (format!("<!-- {marker}:begin -->"), format!("<!-- {marker}:end -->"));
+                write_between(&path, &begin, &end, &table)?;
             }
             if let Some(path) = plot {
                 std::fs::write(&path, resolvd_sim::plot::svg(&runs))?;
@@ -184,6 +223,16 @@ fn main() -> eyre::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A mix's `+up-to=N`: `bench` runs it only at sizes up to N.
+fn up_to(mix: &str) -> eyre::Result<Option<usize>> {
+    for option in mix.split('+').skip(1) {
+        if let Some(("up-to", n)) = option.split_once('=') {
+            return Ok(Some(n.parse()?));
+        }
+    }
+    Ok(None)
 }
 
 /// Replaces the lines between `begin` and `end` in the file at `path`.

@@ -735,6 +735,12 @@ impl Simulation {
                     let signers = self.messages[origin.msg as usize].signers;
                     work.cost += costs.check_certificate(signers);
                 }
+                // A commitment accepted or rejected was verified: its
+                // decode and one verification (an upper bound: the engine
+                // checks a batch of them in one randomised multi-pairing).
+                if topic == Topic::Commits && acceptance != Validation::Ignore {
+                    work.cost += costs.decode + costs.pairing;
+                }
                 // An aggregate is verified in the batch unless it added no
                 // signer by then (ignored unverified).
                 if topic == Topic::Aggregates && acceptance != Validation::Ignore {
