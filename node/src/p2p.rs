@@ -40,7 +40,7 @@ pub const CONTENT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/conte
 /// message's bytes, answered with an empty acknowledgement as soon as the
 /// bytes are read. The message is judged as if gossiped on the topic, but
 /// never forwarded.
-pub const DIRECT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/direct/1");
+pub const DIRECT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/direct/2");
 
 /// Concurrent direct streams (inbound + outbound) per connection.
 pub const DIRECT_STREAMS: usize = 16;
