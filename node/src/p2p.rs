@@ -10,7 +10,8 @@
 //! membership) and reports it to gossipsub. Content responses are unverified bytes until the requester
 //! hashes them ([`verify_content`]).
 //!
-//! Limits: gossip and direct messages at most [`MAX_GOSSIP_LEN`] (64 KiB); content requests
+//! Limits: gossip messages, and each message of a direct request (at most
+//! [`MAX_DIRECT_MESSAGES`]), at most [`MAX_GOSSIP_LEN`] (64 KiB); content requests
 //! at most 256 bytes; content responses at most [`MAX_CONTENT_RESPONSE_LEN`]
 //! (16 MiB + 1 KiB).
 
@@ -36,10 +37,10 @@ pub const CONTENT_STREAMS: usize = 8;
 /// The request-response protocol for content by hash.
 pub const CONTENT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/content/1");
 
-/// The request-response protocol for direct messages: a topic and a
-/// message's bytes, answered with an empty acknowledgement as soon as the
-/// bytes are read. The message is judged as if gossiped on the topic, but
-/// never forwarded.
+/// The request-response protocol for direct messages: 1 to
+/// [`MAX_DIRECT_MESSAGES`] messages, each with its topic, answered with an
+/// empty acknowledgement as soon as the bytes are read. Each message is
+/// judged as if gossiped on its topic, in order, but never forwarded.
 pub const DIRECT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/direct/2");
 
 /// Concurrent direct streams (inbound + outbound) per connection.
@@ -518,6 +519,10 @@ mod tests {
         long.extend_from_slice(&(MAX_GOSSIP_LEN as u32 + 1).to_be_bytes());
         long.resize(long.len() + MAX_GOSSIP_LEN + 1, 0);
         assert!(Direct::from_frame(&long).is_err());
+        // Every refusal is `InvalidData`: the node penalises its sender.
+        for bad in [&frame[..frame.len() - 1], &frame[..6], &unknown[..], &[][..], &long[..]] {
+            assert_eq!(Direct::from_frame(bad).unwrap_err().kind(), io::ErrorKind::InvalidData);
+        }
         let garbage = Direct { messages: vec![(Topic::Verdicts, b"\xffgarbage".to_vec())] };
         let decoded: Vec<_> = garbage.decode().collect();
         assert!(matches!(decoded[..], [Err(GossipError::Malformed(Topic::Verdicts, _))]));

@@ -1,5 +1,6 @@
-//! Dissemination: how a node's own partials and commitments reach the
-//! committee. Flooded on gossip, every member verifies and forwards every
+//! Dissemination: how a node's own partials (and, with commit-reveal, its
+//! reveal and commitment) reach the committee; commitments are gossiped in
+//! either mode. Flooded on gossip, every member verifies and forwards every
 //! partial, so a node's bytes and CPU grow linearly in the committee size.
 //!
 //! With aggregators, the deal's submitter order ([`submit_order`]) is cut into
@@ -31,7 +32,7 @@ use resolvd_proto::wire::{Gossip, SignerAggregate};
 use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
-/// How a node's own partials and commitments reach the committee.
+/// How a node's own partials reach the committee.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dissemination {
     /// Gossiped to every member: each one verifies and forwards every partial.

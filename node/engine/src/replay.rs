@@ -267,10 +267,16 @@ impl<O: MessageOrigin> Engine<O> {
                         d.reveal.own_commit = Some(commit);
                         d.record_commit(commit.signer_index, commit.commit, now);
                         debug!(target: "pipeline", deal = %deal_id, commit = %commit.commit, "committed to the partial");
-                        // Gossiped to every member, with aggregators too:
-                        // each needs the commitments to know when the
-                        // commit phase closes.
+                        // Gossiped: every member needs the commitments to
+                        // know when the commit phase closes. With
+                        // aggregators, also sent straight to them: a member
+                        // that saw it on gossip may reveal to them in one
+                        // hop, before it crossed the mesh to them, and the
+                        // commitment would be late there.
                         self.push(Action::Publish(Gossip::Commit(commit)));
+                        if self.aggregating() {
+                            self.send_own(&deal_id, vec![Gossip::Commit(commit)], now);
+                        }
                     }
                     self.maybe_reveal(deal_id, now);
                     return;

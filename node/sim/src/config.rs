@@ -71,7 +71,8 @@ pub struct Faults {
     pub equivocate: usize,
     /// Forge a commit-reveal commitment in every other member's name (signed
     /// with their own key: well-formed, only the signature check catches it)
-    /// when they see the dispute, and withhold their own partial.
+    /// when they see the dispute, and withhold their own partial (and any
+    /// certificate or aggregate they build).
     pub forge: usize,
     /// Honest but with every CPU cost multiplied by `slow_factor`.
     pub slow: usize,

@@ -183,6 +183,16 @@ impl Node {
                     }
                 }
             }
+            // A frame the codec refused (unknown topic, truncated, too
+            // long, too many messages): as a malformed message.
+            request_response::Event::InboundFailure {
+                peer,
+                error: request_response::InboundFailure::Io(e),
+                ..
+            } if e.kind() == std::io::ErrorKind::InvalidData => {
+                warn!(target: "p2p", %peer, error = %e, "rejecting a malformed direct request");
+                self.penalize(peer);
+            }
             request_response::Event::InboundFailure { peer, error, .. } => {
                 debug!(target: "p2p", %peer, %error, "inbound direct message failed");
             }

@@ -261,7 +261,8 @@ fn a_member_of_a_slice_sends_to_its_collector_then_escalates_to_the_aggregators(
 }
 
 #[test]
-fn with_commit_reveal_the_commitment_is_gossiped_and_the_reveal_goes_with_it_to_the_aggregators() {
+fn with_commit_reveal_the_commitment_is_gossiped_and_sent_and_the_reveal_goes_with_it_to_the_aggregators(
+) {
     let a = announcement(1);
     let order = order(&a);
     let me = order[3];
@@ -270,9 +271,10 @@ fn with_commit_reveal_the_commitment_is_gossiped_and_the_reveal_goes_with_it_to_
     rig.sign_through(&a, ReexecVerdict::Reproduced);
     let actions = rig.drain();
     // Every member needs the commitments to know when the commit phase
-    // closes: gossiped.
-    assert!(sends(&actions).is_empty(), "{actions:?}");
+    // closes: gossiped; and sent straight to the aggregators, which a
+    // member's reveal reaches in one hop.
     assert!(actions.iter().any(|x| matches!(x, Action::Publish(Gossip::Commit(_)))));
+    assert_eq!(requests(&actions), vec![(vec![order[0]], vec!["commit"])], "{actions:?}");
     assert!(!publishes_verdict(&actions));
     // The commit window passes: an aggregate cannot show its signers
     // committed in time, so no slices: the reveal goes to the aggregators,
