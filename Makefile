@@ -97,8 +97,9 @@ bench-scale: tools
 ## bench-sim: the simulator's table (Markdown, on stdout and into BENCHMARKS.md) and plot
 ## (node/sim/bench.svg): N = 16 … 1,024 real engines in one process under a modelled network
 ## and CPU, own partials flooded and sent to aggregators, honest, with 1/3 withholding, 1/3
-## sending garbage, and 1/3 withholding placed first (node/sim/README.md; release build;
-## a flooded N = 1,024 takes minutes per run).
+## sending garbage, 1/3 withholding placed first by a ground deal id, and 1/3 withholding
+## placed first in the dispute's order (node/sim/README.md; release build; a flooded
+## N = 1,024 takes minutes per run).
 ## Then, through aggregators at N = 64 … 1,024: 1/3 equivocating, commit-reveal honest and with
 ## 1/3 forging commitments (N <= 256: every engine verifies every commitment for real, N² in
 ## all), and half the committee cut off for 3 s (its own table).

@@ -518,7 +518,8 @@ impl Chain {
 
     /// Whether a gossiped announcement is true at this node's confirmed head
     /// (`confirmations` below its latest block): the deal is disputed with
-    /// exactly these fields, epoch and deadline. A deal that exists nowhere,
+    /// exactly these fields, epoch and deadline, and its `Disputed` log is in
+    /// the announced transaction, block number and block hash. A deal that exists nowhere,
     /// not even at the latest block, is [`Confirmation::NoSuchDeal`].
     pub async fn confirm_announcement(
         &self,
@@ -531,13 +532,40 @@ impl Chain {
         let this = self.for_escrow(a.escrow);
         let at = this.confirmed(confirmations).await?.block;
         if this.confirms(a, Some(at)).await? {
-            return Ok(Confirmation::Disputed);
+            // The block seeds the dispute's submitter and aggregator order:
+            // a peer must not choose it either.
+            if this.dispute_block(a).await? == Some((a.block_number, a.block_hash)) {
+                return Ok(Confirmation::Disputed);
+            }
+            return Ok(Confirmation::NotDisputed);
         }
         let latest = this.deal(a.deal_id, None).await?;
         Ok(if latest.state == deal_state::NONE {
             Confirmation::NoSuchDeal
         } else {
             Confirmation::NotDisputed
+        })
+    }
+
+    /// The block (number and hash) of the `Disputed` log of `a.deal_id` in
+    /// transaction `a.tx_hash`, as this node's RPC has it now; `None` if the
+    /// transaction is not mined (any more) or holds no such log.
+    pub async fn dispute_block(
+        &self,
+        a: &DisputeAnnouncement,
+    ) -> Result<Option<(u64, B256)>, ChainError> {
+        let Some(receipt) = self.provider.get_transaction_receipt(a.tx_hash).await.map_err(rpc)?
+        else {
+            return Ok(None);
+        };
+        let disputed = receipt.inner.logs().iter().any(|log| {
+            log.address() == a.escrow
+                && log.topics().first() == Some(&IEscrow::Disputed::SIGNATURE_HASH)
+                && log.topics().get(1) == Some(&a.deal_id)
+        });
+        Ok(match (disputed, receipt.block_number, receipt.block_hash) {
+            (true, Some(number), Some(hash)) => Some((number, hash)),
+            _ => None,
         })
     }
 
@@ -952,6 +980,7 @@ impl Chain {
                             resolve_deadline: to_u64(e.resolveDeadline)?,
                             block_number: log.block_number.unwrap_or_default(),
                             tx_hash: log.transaction_hash.unwrap_or_default(),
+                            block_hash: log.block_hash.unwrap_or_default(),
                         }))
                     }
                     IEscrow::SpecPublished::SIGNATURE_HASH => {

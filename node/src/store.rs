@@ -724,6 +724,7 @@ pub(crate) mod tests {
             resolve_deadline: 100,
             block_number: 1,
             tx_hash: B256::ZERO,
+            block_hash: B256::ZERO,
         };
         for commitment in [c, neighbour] {
             store.put_dispute(&announce(commitment.deal_id), DisputeStatus::Settled).unwrap();

@@ -188,6 +188,10 @@ pub struct DisputeAnnouncement {
     pub block_number: u64,
     /// Transaction of the `Disputed` event.
     pub tx_hash: B256,
+    /// Block of the `Disputed` event (its hash). Zero means unknown: encoded
+    /// as an absent field, as a record stored before the field existed
+    /// decodes. Receivers check it against their own chain.
+    pub block_hash: B256,
 }
 
 impl WireMessage for DisputeAnnouncement {
@@ -211,6 +215,11 @@ impl WireMessage for DisputeAnnouncement {
             resolve_deadline: p.resolve_deadline,
             block_number: p.block_number,
             tx_hash: b256(M, "tx_hash", &p.tx_hash)?,
+            block_hash: if p.block_hash.is_empty() {
+                B256::ZERO
+            } else {
+                b256(M, "block_hash", &p.block_hash)?
+            },
         })
     }
 
@@ -229,6 +238,11 @@ impl WireMessage for DisputeAnnouncement {
             resolve_deadline: self.resolve_deadline,
             block_number: self.block_number,
             tx_hash: self.tx_hash.to_vec(),
+            block_hash: if self.block_hash.is_zero() {
+                Vec::new()
+            } else {
+                self.block_hash.to_vec()
+            },
         }
     }
 }

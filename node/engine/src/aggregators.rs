@@ -3,7 +3,8 @@
 //! either mode. Flooded on gossip, every member verifies and forwards every
 //! partial, so a node's bytes and CPU grow linearly in the committee size.
 //!
-//! With aggregators, the deal's submitter order ([`submit_order`]) is cut into
+//! With aggregators, the dispute's submitter order ([`submit_order`], seeded
+//! by the deal id and the block of its `Disputed` log) is cut into
 //! *slices* of `slice` members; the first `collectors` members of each slice
 //! collect it. A member sends its partial to its slice's collectors; a
 //! collector verifies its slice's partials (at most `slice`, so a slice's
@@ -22,8 +23,10 @@
 //! the next group of aggregators (and a collector its slices' aggregates),
 //! twice as large as the one before, and past the end of the committee
 //! gossips it to everyone. Groups are disjoint and grow `k, 2k, 4k, …`, so
-//! however the deal id places `f` byzantine members, they hold up at most
-//! `⌈log₂(f / k + 1)⌉` rounds.
+//! however the order places `f` byzantine members, they hold up at most
+//! `⌈log₂(f / k + 1)⌉` rounds; the seed's block hash, which neither party
+//! to the deal can choose, leaves the placement to chance, where a whole
+//! group of byzantine members is as rare as `(f / N)ᵏ`.
 
 use super::*;
 use alloy_primitives::B256;
@@ -84,12 +87,13 @@ pub(crate) struct Escalation {
     slices: BTreeMap<(B256, usize), (Option<Instant>, usize)>,
 }
 
-/// The aggregators of `round` for `deal_id`: ranks `[k(2ʳ − 1), k(2ʳ⁺¹ − 1))`
-/// of the deal's submitter order ([`submit_order`]), `k = group`, cut at
-/// the end of the committee; empty past it (or for `group` 0). Round 0's
-/// first members are also the deal's first submitters.
-pub fn aggregator_group(deal_id: &B256, members: &[u32], group: usize, round: u32) -> Vec<u32> {
-    groups_of(&submit_order(deal_id, members), group, round).to_vec()
+/// The aggregators of `round` for the dispute of order seed `seed`
+/// ([`order_seed`]): ranks `[k(2ʳ − 1), k(2ʳ⁺¹ − 1))` of its submitter order
+/// ([`submit_order`]), `k = group`, cut at the end of the committee; empty
+/// past it (or for `group` 0). Round 0's first members are also the
+/// dispute's first submitters.
+pub fn aggregator_group(seed: &B256, members: &[u32], group: usize, round: u32) -> Vec<u32> {
+    groups_of(&submit_order(seed, members), group, round).to_vec()
 }
 
 fn groups_of(order: &[u32], group: usize, round: u32) -> &[u32] {
@@ -99,6 +103,14 @@ fn groups_of(order: &[u32], group: usize, round: u32) -> &[u32] {
         return &[];
     }
     &order[start..end.min(order.len())]
+}
+
+impl Escalation {
+    /// The submitter order is computed again (from the dispute's current
+    /// announcement) when next needed.
+    pub(crate) fn forget_order(&mut self) {
+        self.order.clear();
+    }
 }
 
 impl Aggregation {
@@ -152,7 +164,7 @@ impl<O: MessageOrigin> Engine<O> {
         let me = self.identity.me.as_ref().and_then(|k| committee.index_of(k));
         if d.aggregators.order.is_empty() {
             let members: Vec<u32> = committee.members().iter().map(|m| m.index).collect();
-            let order = submit_order(deal_id, &members);
+            let order = submit_order(&order_seed(&d.info), &members);
             self.disputes.get_mut(deal_id)?.aggregators.order = order;
         }
         Some((self.disputes.get(deal_id)?.aggregators.order.clone(), me))

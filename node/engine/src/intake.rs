@@ -502,6 +502,8 @@ impl<O: MessageOrigin> Engine<O> {
             return false;
         }
         d.info = a.clone();
+        // Its order follows the block of the new log.
+        d.aggregators.forget_order();
         d.finished_at = None;
         d.record.resolve_deadline = a.resolve_deadline;
         d.record.settled_by = None;

@@ -54,7 +54,7 @@ pub use metrics::EngineMetrics;
 pub use replay::gather;
 pub use resolvd_proto::wire::{Gossip, Topic};
 pub use submit::{
-    submit_delay, submit_order, submit_rank, CERTIFICATE_GOSSIPERS, LINEAR_SUBMITTERS,
+    order_seed, submit_delay, submit_order, submit_rank, CERTIFICATE_GOSSIPERS, LINEAR_SUBMITTERS,
 };
 
 use bounded::{BoundedBuffer, Quota, Recent};

@@ -415,7 +415,8 @@ impl<O: MessageOrigin> Engine<O> {
         let members: Vec<u32> =
             committee.map(|c| c.members().iter().map(|m| m.index).collect()).unwrap_or_default();
         let me = self.identity.me.as_ref().and_then(|k| committee?.index_of(k));
-        let rank = me.map_or(members.len(), |me| submit_rank(&deal_id, &members, me));
+        let seed = order_seed(&d.info);
+        let rank = me.map_or(members.len(), |me| submit_rank(&seed, &members, me));
         // A node outside the committee sends a slot after its last member.
         let outside = if me.is_none() { self.cfg.submit_slot } else { Duration::ZERO };
         d.submission.submit_at = Some(now + submit_delay(self.cfg.submit_slot, rank) + outside);

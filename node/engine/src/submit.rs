@@ -2,6 +2,7 @@
 
 use super::*;
 use alloy_primitives::{keccak256, B256};
+use resolvd_proto::wire::DisputeAnnouncement;
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 
@@ -15,12 +16,25 @@ use tracing::{error, info, warn};
 /// again.
 pub const CERTIFICATE_GOSSIPERS: usize = 2;
 
-/// The deterministic submitter order of `deal_id`: `members` sorted by
-/// `keccak256(dealId ‖ index)`. Returns `me`'s rank (`members.len()` if absent).
-/// Every node computes the same order from the committee alone, and the first
-/// submitter rotates from deal to deal.
-pub fn submit_rank(deal_id: &B256, members: &[u32], me: u32) -> usize {
-    submit_order(deal_id, members).into_iter().position(|i| i == me).unwrap_or(members.len())
+/// The deterministic submitter order keyed by `seed` (a dispute's
+/// [`order_seed`]): `members` sorted by `keccak256(seed ‖ index)`. Returns
+/// `me`'s rank (`members.len()` if absent). Every node computes the same
+/// order from the committee and the seed alone, and the first submitter
+/// rotates from dispute to dispute.
+pub fn submit_rank(seed: &B256, members: &[u32], me: u32) -> usize {
+    submit_order(seed, members).into_iter().position(|i| i == me).unwrap_or(members.len())
+}
+
+/// The seed of a dispute's submitter order (and so of its aggregators):
+/// `keccak256(dealId ‖ blockHash)`, `blockHash` the block holding the
+/// `Disputed` log. The deal id alone would let the buyer place whom it
+/// likes first: it hashes the terms, which the buyer chooses and may grind
+/// offline. The block's hash exists only once the challenge is mined, so
+/// neither party can choose it; a block producer that grinds it could as
+/// well censor the `resolve` transaction, which the escrow's deadline
+/// already has to assume it does not.
+pub fn order_seed(a: &DisputeAnnouncement) -> B256 {
+    keccak256([a.deal_id.as_slice(), a.block_hash.as_slice()].concat())
 }
 
 /// Submitters that send one per slot before the slots start to double.
@@ -30,8 +44,8 @@ pub const LINEAR_SUBMITTERS: usize = 8;
 /// slot per rank for the first [`LINEAR_SUBMITTERS`] (so a `resolve` still
 /// pending after a slot draws one more, not a crowd), then
 /// `⌈log₂(rank − L + 2)⌉` more: the next one, two, four, … share a slot.
-/// `f` members that hold the head of the order and never send (a deal id
-/// ground for it) delay `resolve` by about `L + log₂ f` slots, not `f`
+/// `f` members that hold the head of the order and never send (a dispute's
+/// block hash ground for it) delay `resolve` by about `L + log₂ f` slots, not `f`
 /// (341 at the head of 1,024: 16 slots). Up to `2ˢ⁻¹` members send in the
 /// `s`-th slot past the linear ones, only when every one before failed (a
 /// `resolve` that finds the deal settled is a success).
@@ -45,10 +59,10 @@ pub fn submit_delay(slot: Duration, rank: usize) -> Duration {
     slot * slots as u32
 }
 
-/// `members` in the submitter order of `deal_id` (see [`submit_rank`]).
-pub fn submit_order(deal_id: &B256, members: &[u32]) -> Vec<u32> {
+/// `members` in the submitter order keyed by `seed` (see [`submit_rank`]).
+pub fn submit_order(seed: &B256, members: &[u32]) -> Vec<u32> {
     let key = |i: &u32| {
-        let mut pre = deal_id.to_vec();
+        let mut pre = seed.to_vec();
         pre.extend_from_slice(&i.to_be_bytes());
         keccak256(pre)
     };

@@ -55,6 +55,7 @@ fn announcement(deal: u8) -> DisputeAnnouncement {
         resolve_deadline: 10_000,
         block_number: 10,
         tx_hash: B256::repeat_byte(0xaa),
+        block_hash: B256::repeat_byte(0xbb),
     }
 }
 
@@ -340,7 +341,7 @@ fn phases_run_in_order_and_the_partial_is_persisted_before_it_is_gossiped() {
     let qc = certificate_of(&actions).expect("certificate");
     assert_eq!(qc.non_signers, vec![3]);
     assert_eq!(rig.phase(&a), Phase::Certified);
-    let rank = submit_rank(&a.deal_id, &[0, 1, 2, 3], 0);
+    let rank = submit_rank(&order_seed(&a), &[0, 1, 2, 3], 0);
     assert_eq!(gossips_certificate(&actions), rank < CERTIFICATE_GOSSIPERS, "rank {rank}");
     assert_eq!(
         reports(&actions),
@@ -401,7 +402,8 @@ fn submitter_order_slots_and_already_resolved_and_transient_retry() {
     let cfg = EngineConfig::default();
     let a = announcement(1);
     let members = [0u32, 1, 2, 3];
-    let ranks: Vec<usize> = members.iter().map(|&m| submit_rank(&a.deal_id, &members, m)).collect();
+    let ranks: Vec<usize> =
+        members.iter().map(|&m| submit_rank(&order_seed(&a), &members, m)).collect();
     for (me, &rank) in ranks.iter().enumerate() {
         let mut rig = Rig::new(Some(me));
         rig.confirm(&a);
@@ -1753,7 +1755,7 @@ fn a_built_certificate_is_gossiped_at_once_by_the_first_submitters_only_the_rest
     for deal in 1..=6u8 {
         let a = announcement(deal);
         for me in 0..4usize {
-            let rank = submit_rank(&a.deal_id, &members, me as u32);
+            let rank = submit_rank(&order_seed(&a), &members, me as u32);
             seen_ranks.insert(rank);
             let mut rig = Rig::new(Some(me));
             let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
@@ -1799,8 +1801,8 @@ fn a_certificate_from_a_peer_is_never_published_again() {
     let cfg = EngineConfig::default();
     let a = announcement(1);
     let members = [0u32, 1, 2, 3];
-    let me = (0..4).max_by_key(|&m| submit_rank(&a.deal_id, &members, m)).unwrap();
-    let rank = submit_rank(&a.deal_id, &members, me);
+    let me = (0..4).max_by_key(|&m| submit_rank(&order_seed(&a), &members, m)).unwrap();
+    let rank = submit_rank(&order_seed(&a), &members, me);
     let mut rig = Rig::new(Some(me as usize));
     rig.sign_through(&a, ReexecVerdict::Reproduced);
     rig.drain();
@@ -2195,7 +2197,7 @@ fn on_tick_reveals_before_it_republishes_so_the_commitment_is_not_sent_again() {
 fn on_tick_runs_the_reveal_fallback_before_submission_so_its_certificate_is_sent_at_once() {
     let members = [0u32, 1, 2, 3];
     let deal = (1..=u8::MAX)
-        .find(|d| submit_rank(&B256::repeat_byte(*d), &members, 0) == 0)
+        .find(|d| submit_rank(&order_seed(&announcement(*d)), &members, 0) == 0)
         .expect("some deal has member 0 first");
     let mut rig = commit_rig(0);
     let a = announcement(deal);

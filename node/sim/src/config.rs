@@ -78,22 +78,43 @@ pub struct Faults {
     pub slow: usize,
     /// CPU multiplier of the slow members.
     pub slow_factor: u32,
-    /// The faulty members are the first of the deal's submitter order (its
-    /// first submitters and aggregators) instead of a seeded draw: a deal id
-    /// ground to put the byzantine members there.
-    pub adversarial: bool,
+    /// Where the faulty members are in the dispute's submitter order.
+    pub placement: Placement,
+}
+
+/// Where the faulty members are placed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// A seeded draw.
+    #[default]
+    Drawn,
+    /// First in the deal id's own order (`submit_order` keyed by the deal
+    /// id alone): what a buyer who grinds the deal id can reach. The engines
+    /// order by the dispute's block as well, so this lands where chance puts it.
+    GroundDeal,
+    /// First in the order the engines use (the dispute's first submitters,
+    /// aggregators and collectors): only whoever chooses the hash of the
+    /// block holding the `Disputed` log could place them there.
+    Head,
 }
 
 impl Faults {
     /// Parses `crash=5,withhold=1/3,garbage=0.1,slow=4x3` for a committee of
     /// `nodes`: a count, a fraction (`0.33`, `1/3`: rounded down), and for
     /// `slow` an optional `xK` CPU factor (default 4); `adversarial` places
-    /// them first in the deal's submitter order.
+    /// them first in the dispute's submitter order ([`Placement::Head`]),
+    /// `ground-deal` first in the deal id's ([`Placement::GroundDeal`]).
     pub fn parse(spec: &str, nodes: usize) -> Result<Self> {
         let mut f = Self { slow_factor: 4, ..Self::default() };
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty() && *p != "none") {
-            if part == "adversarial" {
-                f.adversarial = true;
+            let placement = match part {
+                "adversarial" => Some(Placement::Head),
+                "ground-deal" => Some(Placement::GroundDeal),
+                _ => None,
+            };
+            if let Some(placement) = placement {
+                f.placement = placement;
                 continue;
             }
             let (name, value) = part
@@ -121,7 +142,7 @@ impl Faults {
                 }
                 other => {
                     return Err(Error::Faults(format!(
-                        "unknown fault `{other}` (crash, withhold, garbage, equivocate, forge, slow, adversarial)"
+                        "unknown fault `{other}` (crash, withhold, garbage, equivocate, forge, slow, adversarial, ground-deal)"
                     )))
                 }
             }
@@ -140,6 +161,17 @@ impl Faults {
     /// Members that are neither crashed nor byzantine.
     pub fn honest(&self, nodes: usize) -> usize {
         nodes.saturating_sub(self.byzantine())
+    }
+}
+
+impl Placement {
+    /// Its name in a fault spec (none for a draw).
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            Self::Drawn => None,
+            Self::GroundDeal => Some("ground-deal"),
+            Self::Head => Some("adversarial"),
+        }
     }
 }
 
@@ -172,8 +204,8 @@ impl fmt::Display for Faults {
         if self.slow > 0 {
             parts.push(format!("slow={}x{}", self.slow, self.slow_factor));
         }
-        if self.adversarial && !parts.is_empty() {
-            parts.push("adversarial".to_owned());
+        if let Some(name) = self.placement.name().filter(|_| !parts.is_empty()) {
+            parts.push(name.to_owned());
         }
         if parts.is_empty() {
             f.write_str("none")
@@ -477,8 +509,11 @@ mod tests {
         assert!(Faults::parse("crash=5", 4).is_err());
         assert!(Faults::parse("nap=1", 4).is_err());
         let f = Faults::parse("withhold=1/3,adversarial", 64).unwrap();
-        assert!(f.adversarial);
+        assert_eq!(f.placement, Placement::Head);
         assert_eq!(f.to_string(), "withhold=21,adversarial");
+        let f = Faults::parse("withhold=1/3,ground-deal", 64).unwrap();
+        assert_eq!(f.placement, Placement::GroundDeal);
+        assert_eq!(f.to_string(), "withhold=21,ground-deal");
         assert_eq!("geo".parse::<Latency>().unwrap(), Latency::Geo);
         assert!("10:20".parse::<Latency>().is_err());
         let f = Faults::parse("equivocate=1/8,forge=2", 64).unwrap();

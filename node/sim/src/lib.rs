@@ -28,7 +28,8 @@ mod rng;
 mod sim;
 
 pub use config::{
-    ChainConfig, Config, Costs, Faults, Latency, NetConfig, Partition, PublishTo, MESSAGE_OVERHEAD,
+    ChainConfig, Config, Costs, Faults, Latency, NetConfig, Partition, Placement, PublishTo,
+    MESSAGE_OVERHEAD,
 };
 pub use error::{Error, Result};
 pub use report::{NodeStats, Percentiles, Report, Role, Spread, Verdicts};

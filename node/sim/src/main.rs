@@ -34,7 +34,7 @@ enum Command {
         #[arg(
             long,
             value_delimiter = ';',
-            default_value = "none;withhold=1/3;garbage=1/3;withhold=1/3,adversarial"
+            default_value = "none;withhold=1/3;garbage=1/3;withhold=1/3,ground-deal;withhold=1/3,adversarial"
         )]
         mixes: Vec<String>,
         /// Dissemination of own partials, each run: 0 floods them on gossip,
@@ -66,7 +66,8 @@ struct RunArgs {
     seed: u64,
     /// Faulty members: crash=, withhold=, garbage=, equivocate=, forge=,
     /// slow=[xK], each a count or a fraction (0.33 or 1/3), comma-separated;
-    /// `adversarial` places them first in the deal's submitter order.
+    /// `adversarial` places them first in the dispute's submitter order,
+    /// `ground-deal` first in the deal id's own order (what grinding it reaches).
     #[arg(long, default_value = "none")]
     faults: String,
     /// One-way link latency: MEAN_MS:SPREAD_MS (uniform) or geo.

@@ -11,8 +11,10 @@ const MARGIN_L: f64 = 60.0;
 const MARGIN_T: f64 = 40.0;
 const GAP: f64 = 90.0;
 const LEGEND_H: f64 = 110.0;
-const COLORS: [&str; 8] =
-    ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
+const COLORS: [&str; 10] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+    "#bcbd22", "#7f7f7f",
+];
 
 /// One panel's axis: linear or log10 in y, log2 in x.
 struct Axis {

@@ -3,7 +3,7 @@
 //! actions as `resolvd-node` does, without IO.
 
 use crate::{
-    config::{Config, PublishTo},
+    config::{Config, Placement, PublishTo},
     error::{Error, Result},
     net::{mesh, Wire},
     report::{NodeStats, Report, Role},
@@ -14,11 +14,11 @@ use resolvd_consensus::{
     protection::{MemoryStore, ProtectedSigner},
     Committee, Member, SecretKey, DEFAULT_THRESHOLD_BPS,
 };
-use resolvd_engine::submit_order;
 use resolvd_engine::{
     metrics::ResultLabel, Action, AnchorStatus, ConfirmSource, Confirmation, Engine, EngineConfig,
     EngineMetrics, Gathered, Gossip, MessageOrigin, SlashResult, SubmitResult, Topic, Validation,
 };
+use resolvd_engine::{order_seed, submit_order};
 use resolvd_proto::{
     wire::{DisputeAnnouncement, PartialCommit, SignedVerdict},
     ReexecRequestV1, ReexecVerdict, ReplayRecordV1, VerdictDomain, VerdictEnvelopeV1,
@@ -250,6 +250,7 @@ pub fn announcement() -> DisputeAnnouncement {
         resolve_deadline: 1_000_000,
         block_number: 10,
         tx_hash: B256::repeat_byte(0xaa),
+        block_hash: B256::repeat_byte(0xbb),
     }
 }
 
@@ -321,10 +322,14 @@ impl Simulation {
         // order), cut in runs of each fault.
         let mut order: Vec<usize> = (0..n).collect();
         Rng::new(cfg.seed, 0xfa17).shuffle(&mut order);
-        if f.adversarial {
+        let seed = match f.placement {
+            Placement::Drawn => None,
+            Placement::GroundDeal => Some(announcement().deal_id),
+            Placement::Head => Some(order_seed(&announcement())),
+        };
+        if let Some(seed) = seed {
             let members: Vec<u32> = (0..n as u32).collect();
-            let deal_id = announcement().deal_id;
-            order = submit_order(&deal_id, &members).into_iter().map(|i| i as usize).collect();
+            order = submit_order(&seed, &members).into_iter().map(|i| i as usize).collect();
         }
         let mut roles = vec![(Role::Honest, 1u32); n];
         let mut cursor = order.into_iter();

@@ -5,7 +5,7 @@
 
 use super::{slash, submit, Internal, Node};
 use crate::{
-    dispute::{gather, Action, ConfirmSource, SlashRequest},
+    dispute::{gather, Action, ConfirmSource, Confirmation, SlashRequest},
     faults::Perform,
 };
 use alloy_primitives::B256;
@@ -71,7 +71,7 @@ impl Node {
     /// there, after `delay`.
     fn spawn_confirm(
         &self,
-        announcement: Box<DisputeAnnouncement>,
+        mut announcement: Box<DisputeAnnouncement>,
         source: ConfirmSource,
         delay: Duration,
     ) {
@@ -86,8 +86,18 @@ impl Node {
                 ConfirmSource::Gossip => {
                     chain.confirm_announcement(&announcement, confirmations).await
                 }
-                ConfirmSource::Chain | ConfirmSource::Reorg => {
-                    chain.still_disputed(announcement.deal_id).await
+                ConfirmSource::Chain => chain.still_disputed(announcement.deal_id).await,
+                ConfirmSource::Reorg => {
+                    let result = chain.still_disputed(announcement.deal_id).await;
+                    // The challenge may have been mined again in another
+                    // block: the order's seed follows it.
+                    if matches!(result, Ok(Confirmation::Disputed)) {
+                        if let Ok(Some((number, hash))) = chain.dispute_block(&announcement).await {
+                            announcement.block_number = number;
+                            announcement.block_hash = hash;
+                        }
+                    }
+                    result
                 }
             }
             .map_err(|e| e.to_string());

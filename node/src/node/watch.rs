@@ -375,6 +375,7 @@ mod tests {
             resolve_deadline: 0,
             block_number: 0,
             tx_hash: B256::ZERO,
+            block_hash: B256::ZERO,
         }))
     }
 

@@ -199,6 +199,7 @@ async fn hostile_flood(
                             resolve_deadline: u64::MAX / 4,
                             block_number: 1,
                             tx_hash: B256::ZERO,
+                            block_hash: B256::ZERO,
                         };
                         publish(Topic::Disputes, a.encode_wire());
                     }
@@ -509,4 +510,51 @@ async fn a_content_flood_is_bounded_and_does_not_starve_other_peers() {
     assert!(served <= MAX_SERVING_PER_PEER, "{served} served at once to one peer");
     let mut net = net;
     assert!(net.0.nodes[0].running(), "node 0 died");
+}
+
+/// A gossiped announcement is confirmed only with the block its `Disputed`
+/// log is in (the block's hash seeds the dispute's submitter and aggregator
+/// order, so a peer must not be able to choose it): another block hash,
+/// block number or transaction is refuted by the node's own RPC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announcement_naming_another_block_is_not_confirmed() {
+    use alloy_provider::Provider;
+    use resolvd_node::{
+        chain::{Chain, ChainEvent},
+        config::Confirmations,
+        dispute::Confirmation,
+    };
+    let mut net = launch(|o| o.nodes = 1).await;
+    let head = net.0.provider.get_block_number().await.unwrap();
+    let content = net.0.deal_content_at(DealKind::Honest, head).await.unwrap();
+    // No node holds the witness: the deal stays disputed.
+    let open = net.0.open_dispute(&content, &[]).await.unwrap();
+    let chain = Chain::connect(&net.0.rpc_url, net.0.deployment.escrow, None).await.unwrap();
+    let a = chain
+        .events(open.block, open.block)
+        .await
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e {
+            ChainEvent::Disputed(a) if a.deal_id == open.deal_id => Some(*a),
+            _ => None,
+        })
+        .expect("the Disputed log");
+    let block = net.0.provider.get_block_by_number(open.block.into()).await.unwrap().unwrap();
+    assert_eq!(a.block_hash, block.header.hash, "the log's block");
+    let confirm = |a: resolvd_proto::wire::DisputeAnnouncement| {
+        let chain = &chain;
+        async move { chain.confirm_announcement(&a, Confirmations::Blocks(0)).await.unwrap() }
+    };
+    assert_eq!(confirm(a.clone()).await, Confirmation::Disputed);
+    let parent = block.header.parent_hash;
+    for lie in [
+        resolvd_proto::wire::DisputeAnnouncement { block_hash: parent, ..a.clone() },
+        resolvd_proto::wire::DisputeAnnouncement { block_hash: B256::ZERO, ..a.clone() },
+        resolvd_proto::wire::DisputeAnnouncement { block_number: a.block_number + 1, ..a.clone() },
+        resolvd_proto::wire::DisputeAnnouncement { tx_hash: keccak256(a.tx_hash), ..a.clone() },
+    ] {
+        assert_eq!(confirm(lie.clone()).await, Confirmation::NotDisputed, "{lie:?}");
+    }
+    let _ = &mut net;
 }

@@ -320,6 +320,7 @@ proptest! {
     fn dispute_announcement_roundtrip(
         c in commitment(), chain_id in small_u64(), escrow in address(),
         epoch in small_u64(), deadline in small_u64(), block in small_u64(), tx in b256(),
+        block_hash in b256(),
     ) {
         wire_roundtrip(&DisputeAnnouncement {
             chain_id,
@@ -335,6 +336,7 @@ proptest! {
             resolve_deadline: deadline,
             block_number: block,
             tx_hash: tx,
+            block_hash,
         })?;
     }
 
@@ -451,6 +453,43 @@ fn non_canonical_encodings_are_rejected() {
             Err(resolvd_proto::WireError::NonCanonical { .. })
         ));
     }
+}
+
+/// An announcement without a block hash (a record stored before the field
+/// existed) decodes with a zero hash and re-encodes to the same bytes; a
+/// zero hash spelled out is not the canonical encoding, and a short one is
+/// malformed.
+#[test]
+fn an_announcement_without_its_block_hash_decodes_to_zero() {
+    let a = DisputeAnnouncement {
+        chain_id: 31337,
+        escrow: Address::repeat_byte(0xe5),
+        deal_id: B256::repeat_byte(1),
+        spec_hash: B256::repeat_byte(2),
+        delivery_hash: B256::repeat_byte(3),
+        prestate_anchor_hash: B256::repeat_byte(4),
+        prestate_root: B256::repeat_byte(5),
+        backend_id: B256::repeat_byte(6),
+        backend_version_hash: B256::repeat_byte(7),
+        epoch: 2,
+        resolve_deadline: 1_000,
+        block_number: 10,
+        tx_hash: B256::repeat_byte(8),
+        block_hash: B256::ZERO,
+    };
+    let bytes = a.encode_wire();
+    assert_eq!(DisputeAnnouncement::decode_canonical(&bytes).unwrap(), a);
+    let with = DisputeAnnouncement { block_hash: B256::repeat_byte(9), ..a.clone() }.encode_wire();
+    assert_eq!(with.len(), bytes.len() + 34, "field 14: a tag, a length, 32 bytes");
+    // Field 14 (bytes) spelled out as 32 zero bytes.
+    let spelled = [bytes.clone(), vec![0x72, 32], vec![0; 32]].concat();
+    assert_eq!(DisputeAnnouncement::decode_wire(&spelled).unwrap(), a);
+    assert!(matches!(
+        DisputeAnnouncement::decode_canonical(&spelled),
+        Err(resolvd_proto::WireError::NonCanonical { .. })
+    ));
+    let short = [bytes, vec![0x72, 31], vec![9; 31]].concat();
+    assert!(DisputeAnnouncement::decode_wire(&short).is_err());
 }
 
 /// Known answer of the commitment signature's message, computed independently:

@@ -28,7 +28,7 @@ fn with(a: Aggregation) -> EngineConfig {
 
 /// The members of deal `a` in its submitter order.
 fn order(a: &DisputeAnnouncement) -> Vec<u32> {
-    submit_order(&a.deal_id, &[0, 1, 2, 3])
+    submit_order(&order_seed(a), &[0, 1, 2, 3])
 }
 
 fn kind(gossip: &Gossip) -> &'static str {
@@ -76,15 +76,15 @@ fn publishes_verdict(actions: &[Action]) -> bool {
 fn groups_double_along_the_submitter_order_and_end_at_the_committee() {
     let a = announcement(1);
     let members: Vec<u32> = (0..10).collect();
-    let order = submit_order(&a.deal_id, &members);
-    let group = |r| aggregator_group(&a.deal_id, &members, 2, r);
+    let order = submit_order(&order_seed(&a), &members);
+    let group = |r| aggregator_group(&order_seed(&a), &members, 2, r);
     assert_eq!(group(0), order[0..2]);
     assert_eq!(group(1), order[2..6]);
     assert_eq!(group(2), order[6..10], "cut at the end of the committee");
     assert!(group(3).is_empty());
     assert!(group(40).is_empty(), "no overflow far past the end");
-    assert!(aggregator_group(&a.deal_id, &members, 0, 0).is_empty());
-    assert_eq!(submit_rank(&a.deal_id, &members, order[3]), 3, "one order for both");
+    assert!(aggregator_group(&order_seed(&a), &members, 0, 0).is_empty());
+    assert_eq!(submit_rank(&order_seed(&a), &members, order[3]), 3, "one order for both");
 }
 
 #[test]
@@ -111,6 +111,26 @@ fn own_partials_go_to_the_aggregators_then_to_the_next_group_then_to_everyone() 
     assert!(publishes_verdict(&actions) && sends(&actions).is_empty(), "{actions:?}");
     let actions = tick_after(&mut rig, ESCALATE);
     assert!(!publishes_verdict(&actions) && sends(&actions).is_empty(), "{actions:?}");
+}
+
+/// The order, and so who aggregates, is seeded by the block of the
+/// `Disputed` log, not by the deal id alone (which the buyer chooses): the
+/// same deal disputed in another block has another first aggregator.
+#[test]
+fn the_aggregators_follow_the_disputes_block_not_the_deal_id_alone() {
+    let a = announcement(1);
+    let first = |a: &DisputeAnnouncement| order(a)[0];
+    let b = (0..=u8::MAX)
+        .map(|x| DisputeAnnouncement { block_hash: B256::repeat_byte(x), ..a.clone() })
+        .find(|b| first(b) != first(&a))
+        .expect("another block puts another member first");
+    for a in [a, b] {
+        let order = order(&a);
+        let mut rig = Rig::with(Some(order[3] as usize), aggregating());
+        rig.sign_through(&a, ReexecVerdict::Reproduced);
+        let actions = rig.drain();
+        assert_eq!(sends(&actions), vec![(vec![order[0]], "verdict")], "{actions:?}");
+    }
 }
 
 #[test]
