@@ -533,8 +533,9 @@ impl Chain {
         let at = this.confirmed(confirmations).await?.block;
         if this.confirms(a, Some(at)).await? {
             // The block seeds the dispute's submitter and aggregator order:
-            // a peer must not choose it either.
-            if this.dispute_block(a).await? == Some((a.block_number, a.block_hash)) {
+            // a peer must not choose it either (nor an earlier request's).
+            let block = this.dispute_block(a).await?;
+            if block == Some((a.block_number, a.block_hash)) && a.block_number <= at {
                 return Ok(Confirmation::Disputed);
             }
             return Ok(Confirmation::NotDisputed);
@@ -547,7 +548,8 @@ impl Chain {
         })
     }
 
-    /// The block (number and hash) of the `Disputed` log of `a.deal_id` in
+    /// The block (number and hash) of the `Disputed` log of `a.deal_id` with
+    /// `a`'s epoch and deadline (not an earlier request of the same id) in
     /// transaction `a.tx_hash`, as this node's RPC has it now; `None` if the
     /// transaction is not mined (any more) or holds no such log.
     pub async fn dispute_block(
@@ -562,6 +564,10 @@ impl Chain {
             log.address() == a.escrow
                 && log.topics().first() == Some(&IEscrow::Disputed::SIGNATURE_HASH)
                 && log.topics().get(1) == Some(&a.deal_id)
+                && IEscrow::Disputed::decode_log(&log.inner).is_ok_and(|e| {
+                    to_u64(e.data.epoch).ok() == Some(a.epoch)
+                        && to_u64(e.data.resolveDeadline).ok() == Some(a.resolve_deadline)
+                })
         });
         Ok(match (disputed, receipt.block_number, receipt.block_hash) {
             (true, Some(number), Some(hash)) => Some((number, hash)),

@@ -475,7 +475,16 @@ pub fn build_swarm(
             Ok(Behaviour { gossipsub, identify, content, direct })
         })
         .map_err(setup)?
-        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
+        .with_swarm_config(|c| {
+            // Every substream carries one protocol, which every peer of the
+            // network speaks: the dialer sends its request with the
+            // protocol's name instead of waiting one round trip for the
+            // listener to confirm it (multistream-select's V1Lazy, the same
+            // bytes on the wire as V1). A peer that does not speak it fails
+            // the request, and a direct send then goes by gossip.
+            c.with_idle_connection_timeout(Duration::from_secs(60))
+                .with_substream_upgrade_protocol_override(libp2p::core::upgrade::Version::V1Lazy)
+        })
         .build();
     // Slice aggregates and member records exist only with aggregation.
     let aggregation_only = |t: &Topic| matches!(t, Topic::Aggregates | Topic::Members);

@@ -751,7 +751,9 @@ impl Topic {
     /// The gossipsub topic name.
     pub const fn name(self) -> &'static str {
         match self {
-            Self::Disputes => "resolvd/v1/disputes",
+            // v2: announcements name their block hash (field 14); a v1
+            // node would reject them as non-canonical and penalise the sender.
+            Self::Disputes => "resolvd/v2/disputes",
             Self::Verdicts => "resolvd/v1/verdicts",
             Self::Commits => "resolvd/v1/commits",
             Self::Certificates => "resolvd/v1/certificates",
@@ -920,7 +922,7 @@ mod tests {
         assert_eq!(
             Topic::ALL.map(Topic::name),
             [
-                "resolvd/v1/disputes",
+                "resolvd/v2/disputes",
                 "resolvd/v1/verdicts",
                 "resolvd/v1/commits",
                 "resolvd/v1/certificates",

@@ -199,6 +199,9 @@ impl<O: MessageOrigin> Engine<O> {
             .filter(|i| !resolvers.contains(i))
             .collect();
         let me = self.my_index(ev.first.epoch);
+        // Keyed by the deal id: evidence may concern a dispute this node
+        // never saw (no block to seed with), and members placed first that
+        // never send only delay a slash the evidence keeps valid.
         let rank = me.map_or(honest.len(), |me| submit_rank(&deal_id, &honest, me));
         // A node outside the committee sends a slot after its last member.
         let outside = if me.is_none() { self.cfg.submit_slot } else { Duration::ZERO };

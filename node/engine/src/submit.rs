@@ -30,9 +30,11 @@ pub fn submit_rank(seed: &B256, members: &[u32], me: u32) -> usize {
 /// `Disputed` log. The deal id alone would let the buyer place whom it
 /// likes first: it hashes the terms, which the buyer chooses and may grind
 /// offline. The block's hash exists only once the challenge is mined, so
-/// neither party can choose it; a block producer that grinds it could as
-/// well censor the `resolve` transaction, which the escrow's deadline
-/// already has to assume it does not.
+/// neither party can choose it alone. Whoever builds that block can: a
+/// builder (or an L2's sequencer) varying a header field tries a placement
+/// per hash, so a party that buys the block holding its challenge moves the
+/// order's head as it likes. What that buys is bounded: the escalation's
+/// `⌈log₂(f / k + 1)⌉` rounds and the submitter slots' `L + log₂ f`.
 pub fn order_seed(a: &DisputeAnnouncement) -> B256 {
     keccak256([a.deal_id.as_slice(), a.block_hash.as_slice()].concat())
 }

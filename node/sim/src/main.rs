@@ -94,7 +94,7 @@ struct RunArgs {
     #[arg(long, default_value_t = 32)]
     slice: usize,
     /// With aggregators: collectors per slice.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 8)]
     collectors: usize,
     /// With aggregators: without a certificate this long (ms) after sending,
     /// a member sends to the next group.

@@ -87,18 +87,23 @@ impl Node {
                     chain.confirm_announcement(&announcement, confirmations).await
                 }
                 ConfirmSource::Chain => chain.still_disputed(announcement.deal_id).await,
-                ConfirmSource::Reorg => {
-                    let result = chain.still_disputed(announcement.deal_id).await;
-                    // The challenge may have been mined again in another
-                    // block: the order's seed follows it.
-                    if matches!(result, Ok(Confirmation::Disputed)) {
-                        if let Ok(Some((number, hash))) = chain.dispute_block(&announcement).await {
-                            announcement.block_number = number;
-                            announcement.block_hash = hash;
-                        }
+                // The challenge may have been mined again in another block:
+                // the order's seed follows it. Not mined again (a new
+                // challenge is a new log the watcher brings): not disputed
+                // by this one.
+                ConfirmSource::Reorg => match chain.still_disputed(announcement.deal_id).await {
+                    Ok(Confirmation::Disputed) => {
+                        chain.dispute_block(&announcement).await.map(|block| match block {
+                            Some((number, hash)) => {
+                                announcement.block_number = number;
+                                announcement.block_hash = hash;
+                                Confirmation::Disputed
+                            }
+                            None => Confirmation::NotDisputed,
+                        })
                     }
-                    result
-                }
+                    other => other,
+                },
             }
             .map_err(|e| e.to_string());
             let _ = tx.send(Internal::Confirmed { announcement, source, result });

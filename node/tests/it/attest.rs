@@ -421,3 +421,62 @@ async fn requests_are_attested_proven_through_erc8301_refunded_when_they_expire_
     send(prove(execute, bad_proof.encode())).await.unwrap();
     assert_eq!(status(&net.0).await, 1, "Success");
 }
+
+/// A question requested again keeps its request id, and its first request's
+/// `Disputed` log stays on chain: a gossiped announcement of the new round
+/// is confirmed only with the new log's transaction and block, so a peer
+/// cannot seed the round's submitter order with the earlier block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announcement_naming_an_earlier_request_of_the_same_id_is_not_confirmed() {
+    use resolvd_node::{chain::ChainEvent, config::Confirmations, dispute::Confirmation};
+    use resolvd_proto::wire::DisputeAnnouncement;
+    let mut net = launch(|o| o.nodes = 1).await;
+    let d = net.0.deployment;
+    let honest = net.0.deal_content(DealKind::Honest).await.unwrap();
+    let chain = Chain::connect(&net.0.rpc_url, d.attestor, None).await.unwrap();
+    let logged = async |block: u64, id: B256| {
+        chain
+            .events(block, block)
+            .await
+            .unwrap()
+            .into_iter()
+            .find_map(|e| match e {
+                ChainEvent::Disputed(a) if a.deal_id == id => Some(*a),
+                _ => None,
+            })
+            .expect("its Disputed log")
+    };
+    // Nobody holds the witness: the first request expires and is refunded.
+    let first = net.0.request_attestation(&honest, &[], 600).await.unwrap();
+    let earlier = logged(first.block, first.request_id).await;
+    let pending = deal_at(&net.0, d.attestor, first.request_id).await;
+    let _: serde_json::Value = net
+        .0
+        .provider
+        .raw_request(
+            "evm_increaseTime".into(),
+            (pending.resolveDeadline - latest_time(&net.0).await + 1,),
+        )
+        .await
+        .unwrap();
+    let _: serde_json::Value = net.0.provider.raw_request("evm_mine".into(), ()).await.unwrap();
+    let refund = IEscrow::timeoutRefundCall { dealId: first.request_id };
+    let to = TxKind::Call(d.attestor);
+    send_from(&net.0.provider, net.0.accounts[0], to, refund.abi_encode().into()).await.unwrap();
+    let again = net.0.request_attestation(&honest, &[], 1_800).await.unwrap();
+    assert_eq!(again.request_id, first.request_id);
+    let now = logged(again.block, again.request_id).await;
+    assert_ne!(now.block_hash, earlier.block_hash);
+    let confirm = async |a: DisputeAnnouncement| {
+        chain.confirm_announcement(&a, Confirmations::Blocks(0)).await.unwrap()
+    };
+    assert_eq!(confirm(now.clone()).await, Confirmation::Disputed);
+    let stale = DisputeAnnouncement {
+        tx_hash: earlier.tx_hash,
+        block_number: earlier.block_number,
+        block_hash: earlier.block_hash,
+        ..now
+    };
+    assert_eq!(confirm(stale).await, Confirmation::NotDisputed);
+    let _ = &mut net;
+}

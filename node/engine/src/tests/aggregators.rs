@@ -230,6 +230,42 @@ fn a_collector_sends_its_complete_slice_to_the_aggregators() {
     );
 }
 
+/// A dispute opened again (an Attestor's question asked again, its new
+/// `Disputed` log in another block) orders by the new block: what this node
+/// was collecting was cut from the old order and is dropped, not sent along
+/// it (nor read out of an order not computed yet).
+#[test]
+fn a_reopened_dispute_drops_the_slices_of_its_old_order() {
+    let a = announcement(1);
+    let order = order(&a);
+    // Slices of 3: this node collects order[0..3] and holds its own partial
+    // and order[1]'s; the slice's aggregate is due `collect_wait` later.
+    let cfg = with(Aggregation {
+        group: 1,
+        slice: 3,
+        collectors: 1,
+        escalate_after: ESCALATE,
+        ..Aggregation::default()
+    });
+    let mut rig = Rig::with(Some(order[0] as usize), cfg);
+    let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.gossip_partial(partial(order[1] as usize, EPOCH, own.commitment), origin(41));
+    rig.batch();
+    rig.engine.on_settled_log(a.deal_id, None, rig.now);
+    rig.drain();
+    let again = DisputeAnnouncement {
+        resolve_deadline: a.resolve_deadline + 3_600,
+        block_number: a.block_number + 100,
+        block_hash: B256::repeat_byte(0x77),
+        ..a.clone()
+    };
+    rig.engine.on_disputed_log(again.clone(), rig.now);
+    rig.drain();
+    assert_eq!(rig.phase(&again), Phase::Signed, "opened again with the own partial");
+    let actions = tick_after(&mut rig, Duration::from_secs(1));
+    assert!(sends(&actions).iter().all(|(_, kind)| *kind != "aggregate"), "{actions:?}");
+}
+
 #[test]
 fn an_aggregator_certifies_from_a_slice_aggregate_and_its_own_partial() {
     let a = announcement(1);

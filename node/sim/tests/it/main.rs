@@ -178,7 +178,7 @@ fn aggregators_certify_every_honest_node_with_a_fraction_of_the_flood_bytes() {
     let flood = run(config(64, 12, "none")).unwrap();
     for faults in ["none", "withhold=1/3", "garbage=1/3"] {
         let r = run(aggregating(64, 12, faults)).unwrap();
-        assert_eq!(r.partials, "6/32 of 64 → 8");
+        assert_eq!(r.partials, "8/32 of 64 → 8");
         assert!(r.all_honest_certified, "{}", r.to_json());
         assert!(r.settled);
         assert!(r.certificate_signers.unwrap() >= 43);
