@@ -560,12 +560,12 @@ impl Chain {
         else {
             return Ok(None);
         };
+        // (Decoding checks the event's signature topic.)
         let disputed = receipt.inner.logs().iter().any(|log| {
             log.address() == a.escrow
-                && log.topics().first() == Some(&IEscrow::Disputed::SIGNATURE_HASH)
-                && log.topics().get(1) == Some(&a.deal_id)
                 && IEscrow::Disputed::decode_log(&log.inner).is_ok_and(|e| {
-                    to_u64(e.data.epoch).ok() == Some(a.epoch)
+                    e.data.dealId == a.deal_id
+                        && to_u64(e.data.epoch).ok() == Some(a.epoch)
                         && to_u64(e.data.resolveDeadline).ok() == Some(a.resolve_deadline)
                 })
         });

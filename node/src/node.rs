@@ -147,8 +147,9 @@ const DISTRIBUTE_POLL_SECS: u64 = 5;
 pub const DISTRIBUTE_GRACE_SECS: u64 = 120;
 /// Chain seconds between the signers that split a held fee after the grace,
 /// in an order keyed by the deal id (`submit_rank` among the certificate's
-/// signers; who splits first gains nothing): one at a time, each only if the fee is still held, so they do not all
-/// send in one block and pay for reverts.
+/// signers; who splits first gains nothing): one at a time, each only if
+/// the fee is still held, so they do not all send in one block and pay for
+/// reverts.
 pub const DISTRIBUTE_SLOT_SECS: u64 = 12;
 
 /// State shared with the HTTP API.

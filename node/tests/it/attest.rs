@@ -69,6 +69,19 @@ async fn latest_time(net: &Devnet) -> u64 {
 }
 
 /// `verify` of the verifier: (valid, the reason `checkCertificate` gives).
+/// Moves the chain's clock past request `id`'s deadline and times it out
+/// (`timeoutRefund`, sent by account 0).
+async fn expire(net: &Devnet, attestor: Address, id: B256) {
+    let pending = deal_at(net, attestor, id).await;
+    let skip = pending.resolveDeadline - latest_time(net).await + 1;
+    let _: serde_json::Value =
+        net.provider.raw_request("evm_increaseTime".into(), (skip,)).await.unwrap();
+    let _: serde_json::Value = net.provider.raw_request("evm_mine".into(), ()).await.unwrap();
+    let refund = IEscrow::timeoutRefundCall { dealId: id };
+    let to = TxKind::Call(attestor);
+    send_from(&net.provider, net.accounts[0], to, refund.abi_encode().into()).await.unwrap();
+}
+
 async fn verify(
     net: &Devnet,
     input: B256,
@@ -155,26 +168,7 @@ async fn requests_are_attested_proven_through_erc8301_refunded_when_they_expire_
         let v = n.get(&path).await.unwrap();
         assert!(v["own_signature"].is_null(), "node {} signed without the witness: {v}", n.index);
     }
-    let pending = deal_at(&net.0, d.attestor, first.request_id).await;
-    let _: serde_json::Value = net
-        .0
-        .provider
-        .raw_request(
-            "evm_increaseTime".into(),
-            (pending.resolveDeadline - latest_time(&net.0).await + 1,),
-        )
-        .await
-        .unwrap();
-    let _: serde_json::Value = net.0.provider.raw_request("evm_mine".into(), ()).await.unwrap();
-    let refund = IEscrow::timeoutRefundCall { dealId: first.request_id };
-    send_from(
-        &net.0.provider,
-        net.0.accounts[0],
-        TxKind::Call(d.attestor),
-        refund.abi_encode().into(),
-    )
-    .await
-    .unwrap();
+    expire(&net.0, d.attestor, first.request_id).await;
     let expired = deal_at(&net.0, d.attestor, first.request_id).await;
     assert_eq!(expired.settlement, TIMED_OUT);
     assert_eq!(credit(&net.0).await, credit0 + fee, "the fee is refunded");
@@ -449,20 +443,7 @@ async fn an_announcement_naming_an_earlier_request_of_the_same_id_is_not_confirm
     // Nobody holds the witness: the first request expires and is refunded.
     let first = net.0.request_attestation(&honest, &[], 600).await.unwrap();
     let earlier = logged(first.block, first.request_id).await;
-    let pending = deal_at(&net.0, d.attestor, first.request_id).await;
-    let _: serde_json::Value = net
-        .0
-        .provider
-        .raw_request(
-            "evm_increaseTime".into(),
-            (pending.resolveDeadline - latest_time(&net.0).await + 1,),
-        )
-        .await
-        .unwrap();
-    let _: serde_json::Value = net.0.provider.raw_request("evm_mine".into(), ()).await.unwrap();
-    let refund = IEscrow::timeoutRefundCall { dealId: first.request_id };
-    let to = TxKind::Call(d.attestor);
-    send_from(&net.0.provider, net.0.accounts[0], to, refund.abi_encode().into()).await.unwrap();
+    expire(&net.0, d.attestor, first.request_id).await;
     let again = net.0.request_attestation(&honest, &[], 1_800).await.unwrap();
     assert_eq!(again.request_id, first.request_id);
     let now = logged(again.block, again.request_id).await;
