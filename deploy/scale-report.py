@@ -104,6 +104,11 @@ def section(reports):
         lambda r: f"{r['cpuSecondsPerNodePerDisputeNetOfIdle'] * 1e3 / r['floorMs']:.1f} ×",
     )
     row("idle CPU per node", lambda r: f"{r['idlePerSecond']['cpuSecondsPerNode']['mean'] * 1e3:.0f} ms/s")
+    row(
+        "idle p2p bytes sent per node",
+        lambda r: f"{r['idlePerSecond']['p2pBytesSentPerNode']['mean'] / 1024:.1f} KiB/s",
+    )
+    row("disputes' duration, mean", lambda r: f"{r['sequenceSeconds'] / r['disputes']:.1f} s")
     row("peak RSS per node", lambda r: f"{r['rssPeakMiB']['min']:.0f}–{r['rssPeakMiB']['max']:.0f} MiB")
     row("gossip messages validated per dispute, all nodes", lambda r: f"{pd(r)['gossipMessagesValidated']:,.0f}")
     by = lambda r, k: pd(r)["gossipMessagesValidatedByTopic"].get(k, 0.0)
