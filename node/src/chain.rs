@@ -519,8 +519,9 @@ impl Chain {
     /// Whether a gossiped announcement is true at this node's confirmed head
     /// (`confirmations` below its latest block): the deal is disputed with
     /// exactly these fields, epoch and deadline, and its `Disputed` log is in
-    /// the announced transaction, block number and block hash. A deal that exists nowhere,
-    /// not even at the latest block, is [`Confirmation::NoSuchDeal`].
+    /// the announced transaction, block number and block hash (else
+    /// [`Confirmation::Misplaced`]). A deal that exists nowhere, not even at
+    /// the latest block, is [`Confirmation::NoSuchDeal`].
     pub async fn confirm_announcement(
         &self,
         a: &DisputeAnnouncement,
@@ -538,7 +539,7 @@ impl Chain {
             if block == Some((a.block_number, a.block_hash)) && a.block_number <= at {
                 return Ok(Confirmation::Disputed);
             }
-            return Ok(Confirmation::NotDisputed);
+            return Ok(Confirmation::Misplaced);
         }
         let latest = this.deal(a.deal_id, None).await?;
         Ok(if latest.state == deal_state::NONE {

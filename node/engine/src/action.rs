@@ -115,6 +115,11 @@ pub enum Confirmation {
     NotDisputed,
     /// No such deal exists at all (only asked for gossip: the announcement is made up).
     NoSuchDeal,
+    /// Disputed as announced, but its `Disputed` log is not in the announced
+    /// transaction and block, as this node's RPC has them (only asked for
+    /// gossip): a peer chose the block that seeds the dispute's order, or a
+    /// reorg moved the challenge, or the RPC has no receipt for it.
+    Misplaced,
 }
 
 /// The result of a `resolve` submission.

@@ -16,18 +16,27 @@ pub(crate) struct Intake<O: MessageOrigin> {
     pub(crate) early_commits: BoundedBuffer<EarlyCommit<O>>,
     /// Early-buffer entries (partials and commitments) held per peer.
     pub(crate) early_quota: Quota<O::Peer>,
-    /// Gossip announcements waiting for their confirmation.
+    /// Gossip announcements waiting for their confirmation, by
+    /// [`announcement_key`]: a copy that differs from the first one (another
+    /// block, say) gets its own answer, not the first one's.
     pub(crate) confirming: HashMap<B256, Vec<O>>,
     /// Chain-seen disputes being confirmed.
     pub(crate) chain_confirming: HashSet<B256>,
-    /// Announcements the chain refuted, and how.
+    /// Announcements the chain refuted, and how, by [`announcement_key`]:
+    /// a lie about a real dispute does not stop the truth about it.
     pub(crate) refuted: HashMap<B256, Confirmation>,
+    /// Deals the chain says do not exist: any announcement of them is made up.
+    pub(crate) made_up: HashSet<B256>,
     /// Confirmations in flight per peer whose announcement started them.
     pub(crate) confirm_quota: Quota<O::Peer>,
-    /// Peers that announced a deal the chain says does not exist, and when:
-    /// an honest peer forwards an announcement only after its own RPC
-    /// confirmed it, so their announcements cost no RPC call for a while.
+    /// Peers that announced a deal the chain says does not exist, or whose
+    /// announcements of real deals it refuted `MAX_REFUTED_PER_PEER` times,
+    /// and when: an honest peer forwards an announcement only after its own
+    /// RPC confirmed it, so their announcements cost no RPC call for a while.
     pub(crate) misled_by: HashMap<O::Peer, Instant>,
+    /// Announcements of real deals refuted per peer since its last one the
+    /// chain confirmed.
+    pub(crate) refuted_from: HashMap<O::Peer, u32>,
 }
 
 impl<O: MessageOrigin> Default for Intake<O> {
@@ -39,8 +48,10 @@ impl<O: MessageOrigin> Default for Intake<O> {
             confirming: HashMap::new(),
             chain_confirming: HashSet::new(),
             refuted: HashMap::new(),
+            made_up: HashSet::new(),
             confirm_quota: Quota::default(),
             misled_by: HashMap::new(),
+            refuted_from: HashMap::new(),
         }
     }
 }
@@ -58,6 +69,13 @@ pub(crate) struct EarlyCommit<O> {
     pub(crate) origin: Option<O>,
     pub(crate) arrived: Instant,
     pub(crate) until: Instant,
+}
+
+/// An announcement's identity: the hash of its canonical encoding (honest
+/// copies, all taken from the same log, are byte-identical).
+pub(crate) fn announcement_key(a: &DisputeAnnouncement) -> B256 {
+    use resolvd_proto::wire::WireMessage;
+    alloy_primitives::keccak256(a.encode_wire())
 }
 
 impl<O: MessageOrigin> Engine<O> {
@@ -110,18 +128,16 @@ impl<O: MessageOrigin> Engine<O> {
             self.report(origin, Topic::Disputes, Validation::Ignore);
             return;
         }
-        match self.intake.refuted.get(&a.deal_id) {
-            Some(Confirmation::NoSuchDeal) => {
-                self.report(origin, Topic::Disputes, Validation::Reject);
-                return;
-            }
-            Some(_) => {
-                self.report(origin, Topic::Disputes, Validation::Ignore);
-                return;
-            }
-            None => {}
+        let key = announcement_key(&a);
+        if self.intake.made_up.contains(&a.deal_id) {
+            self.report(origin, Topic::Disputes, Validation::Reject);
+            return;
         }
-        if let Some(waiting) = self.intake.confirming.get_mut(&a.deal_id) {
+        if self.intake.refuted.contains_key(&key) {
+            self.report(origin, Topic::Disputes, Validation::Ignore);
+            return;
+        }
+        if let Some(waiting) = self.intake.confirming.get_mut(&key) {
             if waiting.len() < MAX_WAITING_ORIGINS {
                 waiting.push(origin);
             } else {
@@ -149,7 +165,7 @@ impl<O: MessageOrigin> Engine<O> {
             self.report(origin, Topic::Disputes, Validation::Ignore);
             return;
         }
-        self.intake.confirming.insert(a.deal_id, vec![origin]);
+        self.intake.confirming.insert(key, vec![origin]);
         self.push(Action::Confirm {
             announcement: Box::new(a),
             source: ConfirmSource::Gossip,
@@ -166,15 +182,16 @@ impl<O: MessageOrigin> Engine<O> {
         now: Instant,
     ) {
         let deal_id = a.deal_id;
+        let key = announcement_key(&a);
         if source == ConfirmSource::Chain {
             self.intake.chain_confirming.remove(&deal_id);
         }
         // Gossip copies waiting for a verdict: answered by a chain
-        // confirmation too, or by their own.
+        // confirmation of the same announcement too, or by their own.
         let waiting = if source != ConfirmSource::Gossip && result != Ok(Confirmation::Disputed) {
             Vec::new()
         } else {
-            self.intake.confirming.remove(&deal_id).unwrap_or_default()
+            self.intake.confirming.remove(&key).unwrap_or_default()
         };
         if let Some(first) = waiting.first() {
             // The first origin started the confirmation.
@@ -182,7 +199,11 @@ impl<O: MessageOrigin> Engine<O> {
         }
         let acceptance = match result {
             Ok(Confirmation::Disputed) => {
-                self.intake.refuted.remove(&deal_id);
+                self.intake.refuted.remove(&key);
+                self.intake.made_up.remove(&deal_id);
+                for origin in &waiting {
+                    self.intake.refuted_from.remove(origin.peer());
+                }
                 self.start_dispute(a, now);
                 Validation::Accept
             }
@@ -194,7 +215,7 @@ impl<O: MessageOrigin> Engine<O> {
                 self.settled_while_away(a, now);
                 Validation::Accept
             }
-            Ok(c) => self.refuted(deal_id, c, &waiting, now),
+            Ok(c) => self.refuted(&a, c, &waiting, now),
             Err(e) => {
                 warn!(target: "chain", deal = %deal_id, error = %e, "cannot check the dispute; retrying");
                 if source != ConfirmSource::Gossip {
@@ -235,31 +256,60 @@ impl<O: MessageOrigin> Engine<O> {
         self.drop_buffered(&deal_id);
     }
 
-    /// The node's own RPC does not confirm an announcement: remembered, and
-    /// the peers that named a deal that does not exist are ignored a while.
+    /// The node's own RPC does not confirm an announcement: remembered (by
+    /// its content, or by its deal if that does not exist: a lie about a real
+    /// dispute does not silence the truth about it). The peers that named a
+    /// deal that does not exist are rejected and ignored a while; those whose
+    /// announcements of real deals were refuted `MAX_REFUTED_PER_PEER` times
+    /// are ignored a while, unpenalised.
     fn refuted(
         &mut self,
-        deal_id: B256,
+        a: &DisputeAnnouncement,
         c: Confirmation,
         waiting: &[O],
         now: Instant,
     ) -> Validation {
+        let deal_id = a.deal_id;
         debug!(target: "chain", deal = %deal_id, ?c, "announcement not confirmed by own RPC");
-        if self.intake.refuted.len() >= 16_384 {
-            self.intake.refuted.clear();
+        match c {
+            Confirmation::NoSuchDeal => {
+                if self.intake.made_up.len() >= 16_384 {
+                    self.intake.made_up.clear();
+                }
+                self.intake.made_up.insert(deal_id);
+                self.drop_buffered(&deal_id);
+            }
+            _ => {
+                if self.intake.refuted.len() >= 16_384 {
+                    self.intake.refuted.clear();
+                }
+                self.intake.refuted.insert(announcement_key(a), c);
+            }
         }
-        self.intake.refuted.insert(deal_id, c);
-        if c != Confirmation::NoSuchDeal {
-            return Validation::Ignore;
+        if c == Confirmation::Misplaced {
+            info!(target: "chain", deal = %deal_id, block = a.block_number, tx = %a.tx_hash, "announcement names a block or transaction the dispute is not in");
         }
-        self.drop_buffered(&deal_id);
         if self.intake.misled_by.len() >= MAX_MISLED_PEERS {
             self.intake.misled_by.clear();
         }
-        for origin in waiting {
-            self.intake.misled_by.insert(origin.peer().clone(), now);
+        if c == Confirmation::NoSuchDeal {
+            for origin in waiting {
+                self.intake.misled_by.insert(origin.peer().clone(), now);
+            }
+            return Validation::Reject;
         }
-        Validation::Reject
+        if self.intake.refuted_from.len() >= MAX_MISLED_PEERS {
+            self.intake.refuted_from.clear();
+        }
+        for origin in waiting {
+            let n = self.intake.refuted_from.entry(origin.peer().clone()).or_default();
+            *n += 1;
+            if *n >= MAX_REFUTED_PER_PEER {
+                self.intake.refuted_from.remove(origin.peer());
+                self.intake.misled_by.insert(origin.peer().clone(), now);
+            }
+        }
+        Validation::Ignore
     }
 
     /// A new dispute, with the commit-reveal window its epoch pins if that

@@ -98,10 +98,18 @@ const MAX_WAITING_ORIGINS: usize = 16;
 /// one peer cannot take all of `EngineConfig::max_confirming`.
 const MAX_CONFIRMING_PER_PEER: usize = 4;
 /// How long the announcements of a peer that announced a deal the chain says
-/// does not exist are ignored without an RPC call.
+/// does not exist, or had `MAX_REFUTED_PER_PEER` announcements of real deals
+/// refuted, are ignored without an RPC call.
 const MISLED_FOR: Duration = Duration::from_secs(600);
-/// Peers remembered as having announced a made-up deal (cleared when full).
+/// Peers remembered as misleading, or counted as refuted (each cleared when
+/// full).
 const MAX_MISLED_PEERS: usize = 4_096;
+/// Announcements of real deals (not disputed as announced, or disputed in
+/// another block) the chain refuted from one peer since its last confirmed
+/// one: at this many it is ignored a while, unpenalised (its RPC may have
+/// been ahead of ours, or reorged), so that variants of one announcement
+/// cost a bounded number of RPC calls.
+const MAX_REFUTED_PER_PEER: u32 = 4;
 /// Seconds past `resolveDeadline` (chain time) after which a dispute is expired.
 const EXPIRY_GRACE_SECS: u64 = 60;
 /// Without a certificate this many commit windows after entering the reveal

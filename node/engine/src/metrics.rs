@@ -42,7 +42,8 @@ pub struct EngineMetrics {
     /// for verification; commits_full; evidence_busy: evidence naming an
     /// unloaded epoch while another waits for its committee; confirm_quota:
     /// a peer's announcements being checked; misled_by: announcements of a
-    /// peer that recently announced a deal that does not exist).
+    /// peer that recently announced a deal that does not exist, or had
+    /// several announcements of real deals refuted).
     pub gossip_bounded: Family<ResultLabel, Counter>,
     /// Commit-reveal events, by result (valid_commit / invalid_commit /
     /// late_commit / uncounted_reveal / fallback / late_fallback).

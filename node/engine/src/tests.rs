@@ -646,6 +646,61 @@ fn a_gossiped_dispute_is_acted_on_only_when_the_chain_confirms_it() {
     assert_eq!(rig.phase(&b), Phase::Fetching);
 }
 
+/// A peer that names another block for a real dispute (to choose the seed
+/// of its order) does not hold up the true announcement, which is checked on
+/// its own; its lie is not asked about again, and its variants of real
+/// announcements cost `MAX_REFUTED_PER_PEER` RPC calls, then none for a
+/// while. Nobody is penalised: a refuted block may be a reorg's.
+#[test]
+fn a_lie_about_a_disputes_block_does_not_hold_up_the_truth() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(1);
+    let variant = |n: u8| DisputeAnnouncement { block_hash: B256::repeat_byte(n), ..a.clone() };
+    let hostile = next_peer();
+    let from_hostile = |n: u8| Origin { id: vec![n], peer: hostile };
+    let lie = variant(0xcc);
+    rig.engine.on_gossip(from_hostile(0), Gossip::Dispute(lie.clone()), rig.now);
+    rig.engine.on_gossip(origin(2), Gossip::Dispute(a.clone()), rig.now);
+    rig.engine.on_gossip(origin(3), Gossip::Dispute(a.clone()), rig.now);
+    let asked = confirms(&rig.drain());
+    assert_eq!(asked, vec![lie.clone(), a.clone()], "each version checked once");
+    rig.engine.on_confirmed(
+        lie.clone(),
+        ConfirmSource::Gossip,
+        Ok(Confirmation::Misplaced),
+        rig.now,
+    );
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Disputes, Validation::Ignore)]);
+    assert!(rig.engine.view(&a.deal_id).is_none());
+    // The lie again, from anyone: no RPC call.
+    rig.engine.on_gossip(origin(4), Gossip::Dispute(lie), rig.now);
+    let actions = rig.drain();
+    assert!(confirms(&actions).is_empty());
+    assert_eq!(reports(&actions), vec![(Topic::Disputes, Validation::Ignore)]);
+    rig.engine.on_confirmed(a.clone(), ConfirmSource::Gossip, Ok(Confirmation::Disputed), rig.now);
+    assert_eq!(
+        reports(&rig.drain()),
+        vec![(Topic::Disputes, Validation::Accept), (Topic::Disputes, Validation::Accept)]
+    );
+    assert_eq!(rig.phase(&a), Phase::Fetching);
+    // Variants of another real deal's announcement: a bounded number checked.
+    let b = announcement(2);
+    let mut asked = 1;
+    for n in 1..100u8 {
+        let v = DisputeAnnouncement { block_hash: B256::repeat_byte(n), ..b.clone() };
+        rig.engine.on_gossip(from_hostile(n), Gossip::Dispute(v), rig.now);
+        for v in confirms(&rig.drain()) {
+            asked += 1;
+            rig.engine.on_confirmed(v, ConfirmSource::Gossip, Ok(Confirmation::Misplaced), rig.now);
+        }
+        assert!(reports(&rig.drain()).iter().all(|(_, acc)| *acc == Validation::Ignore));
+    }
+    assert_eq!(asked, MAX_REFUTED_PER_PEER, "the first lie and three variants");
+    // The truth about it, from another peer, is still checked.
+    rig.engine.on_gossip(origin(5), Gossip::Dispute(b.clone()), rig.now);
+    assert_eq!(confirms(&rig.drain()), vec![b]);
+}
+
 /// One peer flooding made-up deals costs a bounded number of RPC calls: at
 /// most `MAX_CONFIRMING_PER_PEER` at once (the rest of `max_confirming` stays
 /// free for other peers), and none for `MISLED_FOR` once the chain refuted one.

@@ -5,6 +5,7 @@
 
 use super::{slash, submit, Internal, Node};
 use crate::{
+    chain::{Chain, ChainError},
     dispute::{gather, Action, ConfirmSource, Confirmation, SlashRequest},
     faults::Perform,
 };
@@ -86,24 +87,23 @@ impl Node {
                 ConfirmSource::Gossip => {
                     chain.confirm_announcement(&announcement, confirmations).await
                 }
+                // A dispute restored from a record written before
+                // announcements carried the block hash takes its block from
+                // the chain: the order's seed, and what it announces.
+                ConfirmSource::Chain if announcement.block_hash.is_zero() => {
+                    still_disputed_in(&chain, &mut announcement).await.map(|(c, _)| c)
+                }
                 ConfirmSource::Chain => chain.still_disputed(announcement.deal_id).await,
                 // The challenge may have been mined again in another block:
                 // the order's seed follows it. Not mined again (a new
                 // challenge is a new log the watcher brings): not disputed
                 // by this one.
-                ConfirmSource::Reorg => match chain.still_disputed(announcement.deal_id).await {
-                    Ok(Confirmation::Disputed) => {
-                        chain.dispute_block(&announcement).await.map(|block| match block {
-                            Some((number, hash)) => {
-                                announcement.block_number = number;
-                                announcement.block_hash = hash;
-                                Confirmation::Disputed
-                            }
-                            None => Confirmation::NotDisputed,
-                        })
-                    }
-                    other => other,
-                },
+                ConfirmSource::Reorg => {
+                    still_disputed_in(&chain, &mut announcement).await.map(|c| match c {
+                        (Confirmation::Disputed, false) => Confirmation::NotDisputed,
+                        (c, _) => c,
+                    })
+                }
             }
             .map_err(|e| e.to_string());
             let _ = tx.send(Internal::Confirmed { announcement, source, result });
@@ -222,4 +222,24 @@ impl Node {
             self.store_error(what, deal.as_ref(), &e);
         }
     }
+}
+
+/// Whether `a`'s deal is disputed at the latest block and, if so, whether
+/// its challenge transaction holds `a`'s `Disputed` log in a block now
+/// (whose number and hash are then written into `a`).
+async fn still_disputed_in(
+    chain: &Chain,
+    a: &mut DisputeAnnouncement,
+) -> Result<(Confirmation, bool), ChainError> {
+    let c = chain.still_disputed(a.deal_id).await?;
+    if c != Confirmation::Disputed {
+        return Ok((c, false));
+    }
+    Ok(match chain.dispute_block(a).await? {
+        Some((number, hash)) => {
+            (a.block_number, a.block_hash) = (number, hash);
+            (c, true)
+        }
+        None => (c, false),
+    })
 }

@@ -458,6 +458,6 @@ async fn an_announcement_naming_an_earlier_request_of_the_same_id_is_not_confirm
         block_hash: earlier.block_hash,
         ..now
     };
-    assert_eq!(confirm(stale).await, Confirmation::NotDisputed);
+    assert_eq!(confirm(stale).await, Confirmation::Misplaced);
     let _ = &mut net;
 }

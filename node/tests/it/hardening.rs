@@ -554,7 +554,7 @@ async fn an_announcement_naming_another_block_is_not_confirmed() {
         resolvd_proto::wire::DisputeAnnouncement { block_number: a.block_number + 1, ..a.clone() },
         resolvd_proto::wire::DisputeAnnouncement { tx_hash: keccak256(a.tx_hash), ..a.clone() },
     ] {
-        assert_eq!(confirm(lie.clone()).await, Confirmation::NotDisputed, "{lie:?}");
+        assert_eq!(confirm(lie.clone()).await, Confirmation::Misplaced, "{lie:?}");
     }
     let _ = &mut net;
 }
