@@ -22,9 +22,10 @@ pub(crate) struct Intake<O: MessageOrigin> {
     pub(crate) confirming: HashMap<B256, Vec<O>>,
     /// Chain-seen disputes being confirmed.
     pub(crate) chain_confirming: HashSet<B256>,
-    /// Announcements the chain refuted, and how, by [`announcement_key`]:
-    /// a lie about a real dispute does not stop the truth about it.
-    pub(crate) refuted: HashMap<B256, Confirmation>,
+    /// Announcements of real deals the chain refuted, by
+    /// [`announcement_key`]: a lie about a real dispute does not stop the
+    /// truth about it.
+    pub(crate) refuted: HashSet<B256>,
     /// Deals the chain says do not exist: any announcement of them is made up.
     pub(crate) made_up: HashSet<B256>,
     /// Confirmations in flight per peer whose announcement started them.
@@ -47,7 +48,7 @@ impl<O: MessageOrigin> Default for Intake<O> {
             early_quota: Quota::default(),
             confirming: HashMap::new(),
             chain_confirming: HashSet::new(),
-            refuted: HashMap::new(),
+            refuted: HashSet::new(),
             made_up: HashSet::new(),
             confirm_quota: Quota::default(),
             misled_by: HashMap::new(),
@@ -128,12 +129,12 @@ impl<O: MessageOrigin> Engine<O> {
             self.report(origin, Topic::Disputes, Validation::Ignore);
             return;
         }
-        let key = announcement_key(&a);
         if self.intake.made_up.contains(&a.deal_id) {
             self.report(origin, Topic::Disputes, Validation::Reject);
             return;
         }
-        if self.intake.refuted.contains_key(&key) {
+        let key = announcement_key(&a);
+        if self.intake.refuted.contains(&key) {
             self.report(origin, Topic::Disputes, Validation::Ignore);
             return;
         }
@@ -283,7 +284,7 @@ impl<O: MessageOrigin> Engine<O> {
                 if self.intake.refuted.len() >= 16_384 {
                     self.intake.refuted.clear();
                 }
-                self.intake.refuted.insert(announcement_key(a), c);
+                self.intake.refuted.insert(announcement_key(a));
             }
         }
         if c == Confirmation::Misplaced {
