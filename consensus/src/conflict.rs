@@ -13,11 +13,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Slashable evidence of equivocation, verified, ready for
 /// `ResolverRegistry.slashEquivocation`.
+///
+/// The pair is in canonical order (by `hashStruct` of the commitment, lower
+/// first), whatever order it was seen in: detectors that saw the same two
+/// attestations make byte-identical evidence, one gossip message network-wide.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConflictEvidence {
-    /// The earlier attestation.
+    /// The attestation whose commitment has the lower `hashStruct`.
     pub first: Attestation,
-    /// The later attestation, over a different commitment for the same deal.
+    /// The other, over a different commitment for the same deal.
     pub second: Attestation,
     /// Keys in both signer sets: the resolvers this evidence slashes.
     pub equivocators: Vec<PublicKey>,
@@ -44,6 +48,7 @@ impl ConflictEvidence {
         if first.commitment == second.commitment {
             return Err(Error::NotAConflict { reason: "same commitment" });
         }
+        let (first, second) = canonical(first, second);
         let c1 = committee(committees, first.epoch)?;
         let c2 = committee(committees, second.epoch)?;
         first.verify(c1, domain)?;
@@ -53,6 +58,15 @@ impl ConflictEvidence {
             return Err(Error::NotAConflict { reason: "no common signer" });
         }
         Ok(Self { first, second, equivocators })
+    }
+}
+
+/// The pair in evidence order: the commitment with the lower `hashStruct` first.
+fn canonical(a: Attestation, b: Attestation) -> (Attestation, Attestation) {
+    if b.commitment.struct_hash() < a.commitment.struct_hash() {
+        (b, a)
+    } else {
+        (a, b)
     }
 }
 
@@ -143,11 +157,8 @@ impl ConflictDetector {
             if old.verify(c_old, &self.domain).is_err() {
                 continue;
             }
-            found.push(ConflictEvidence {
-                first: old.clone(),
-                second: attestation.clone(),
-                equivocators: fresh,
-            });
+            let (first, second) = canonical(old.clone(), attestation.clone());
+            found.push(ConflictEvidence { first, second, equivocators: fresh });
         }
         for e in &found {
             for k in &e.equivocators {

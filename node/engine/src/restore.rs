@@ -143,7 +143,9 @@ impl<O: MessageOrigin> Engine<O> {
     /// Evidence read back from a file after a restart.
     pub fn restore_evidence(&mut self, first: Attestation, second: Attestation, now: Instant) {
         match self.verify_evidence(first, second) {
-            Ok((ev, escrow)) => self.on_evidence(ev, escrow, true, now),
+            Ok((ev, escrow)) => {
+                self.on_evidence(ev, escrow, true, now);
+            }
             Err(error) => warn!(target: "slasher", %error, "invalid evidence file"),
         }
     }

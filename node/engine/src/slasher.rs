@@ -112,10 +112,17 @@ impl<O: MessageOrigin> Engine<O> {
         };
         self.slasher.seen_evidence.insert(id);
         Some(match self.verify_evidence(a, b) {
-            Ok((ev, escrow)) => {
-                self.on_evidence(ev, escrow, false, now);
-                Validation::Accept
-            }
+            // Forwarded only if it convicts someone not already convicted
+            // here (whose evidence this node has published): copies of one
+            // conviction, made by detectors that saw other attestations, do
+            // not each cross the whole network.
+            Ok((ev, escrow)) => match self.on_evidence(ev, escrow, false, now) {
+                true => Validation::Accept,
+                false => {
+                    debug!(target: "slasher", peer = %origin.peer(), "evidence convicts no one new");
+                    Validation::Ignore
+                }
+            },
             Err(err) => {
                 warn!(target: "p2p", peer = %origin.peer(), error = %err, "invalid evidence");
                 Validation::Reject
@@ -164,15 +171,18 @@ impl<O: MessageOrigin> Engine<O> {
         }
     }
 
+    /// Verified evidence: written, published and slashed unless every
+    /// resolver it convicts is already slashed or being slashed here.
+    /// Whether it convicted anyone new.
     pub(crate) fn on_evidence(
         &mut self,
         ev: ConflictEvidence,
         escrow: Address,
         detected_here: bool,
         now: Instant,
-    ) {
+    ) -> bool {
         let deal_id = ev.first.commitment.deal_id;
-        let Some(committee) = self.chain.committees.get(&ev.first.epoch) else { return };
+        let Some(committee) = self.chain.committees.get(&ev.first.epoch) else { return false };
         let resolvers: Vec<u32> = ev
             .equivocators
             .iter()
@@ -187,7 +197,7 @@ impl<O: MessageOrigin> Engine<O> {
             })
             .collect();
         if resolvers.is_empty() {
-            return;
+            return false;
         }
         self.slasher.seen_evidence.insert(keccak256(ev.to_wire().encode_wire()));
         self.metrics.equivocations.inc();
@@ -218,6 +228,7 @@ impl<O: MessageOrigin> Engine<O> {
             at: now + submit_delay(self.cfg.submit_slot, rank) + outside,
             running: false,
         });
+        true
     }
 
     /// The store says `resolver` was slashed for `deal_id` (at restore).

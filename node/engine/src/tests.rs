@@ -574,10 +574,67 @@ fn an_equivocation_is_slashed_once_by_the_first_submitter_then_never_again() {
     rig.confirm(&a);
     rig.engine.on_gossip(origin(9), Gossip::Evidence(ev), rig.now);
     let actions = rig.drain();
-    assert_eq!(reports(&actions), vec![(Topic::Evidence, Validation::Accept)]);
+    // Valid, but it convicts no one not already slashed: not forwarded.
+    assert_eq!(reports(&actions), vec![(Topic::Evidence, Validation::Ignore)]);
     rig.later(Duration::from_secs(600));
     rig.engine.on_tick(rig.now);
     assert!(rig.drain().iter().all(|x| !matches!(x, Action::Slash(_))));
+}
+
+/// Evidence is one message network-wide: detectors that saw an equivocator's
+/// two partials in opposite orders publish the same bytes, and a node that
+/// already convicted a signer does not forward other evidence against it
+/// (made from other attestations), only evidence convicting someone new.
+#[test]
+fn evidence_is_canonical_and_copies_of_one_conviction_are_not_forwarded() {
+    let a = announcement(1);
+    let yes = commitment(&a, ReexecVerdict::Reproduced);
+    let no = commitment(&a, ReexecVerdict::Failed);
+    let evidence_after = |first: VerdictCommitment, second: VerdictCommitment| {
+        let mut rig = Rig::new(Some(0));
+        rig.confirm(&a);
+        rig.gossip_partial(partial(2, EPOCH, first), origin(1));
+        rig.gossip_partial(partial(2, EPOCH, second), origin(2));
+        let published: Vec<_> = rig
+            .batch()
+            .into_iter()
+            .filter_map(|x| match x {
+                Action::Publish(Gossip::Evidence(e)) => {
+                    Some(resolvd_proto::wire::WireMessage::encode_wire(&*e))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(published.len(), 1);
+        (rig, published[0].clone())
+    };
+    let (mut rig, ev) = evidence_after(yes, no);
+    let (_, reversed) = evidence_after(no, yes);
+    assert_eq!(ev, reversed, "the same conviction must be the same gossip message");
+    let single = |p: &SignedVerdict| {
+        Attestation::single(p, Signature::from_compressed(&p.signature).unwrap()).to_wire()
+    };
+    // Signer 2 again, convicted by another pair (another detector saw a third
+    // commitment of it): valid, but nothing new here.
+    let mut other = no;
+    other.result_hash = B256::repeat_byte(0x77);
+    let again = resolvd_proto::wire::ConflictEvidence {
+        first: single(&partial(2, EPOCH, yes)),
+        second: single(&partial(2, EPOCH, other)),
+    };
+    rig.engine.on_gossip(origin(9), Gossip::Evidence(Box::new(again)), rig.now);
+    let actions = rig.drain();
+    assert_eq!(reports(&actions), vec![(Topic::Evidence, Validation::Ignore)]);
+    assert!(actions.iter().all(|x| !matches!(x, Action::Publish(_) | Action::WriteEvidence(..))));
+    // Signer 3 is new: accepted (forwarded), written and republished.
+    let new = resolvd_proto::wire::ConflictEvidence {
+        first: single(&partial(3, EPOCH, no)),
+        second: single(&partial(3, EPOCH, yes)),
+    };
+    rig.engine.on_gossip(origin(9), Gossip::Evidence(Box::new(new)), rig.now);
+    let actions = rig.drain();
+    assert_eq!(reports(&actions), vec![(Topic::Evidence, Validation::Accept)]);
+    assert!(actions.iter().any(|x| matches!(x, Action::WriteEvidence(_, r) if *r == [3])));
 }
 
 #[test]
