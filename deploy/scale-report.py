@@ -53,7 +53,10 @@ def section(reports):
         "alone: one replay, its own signature, and batch verification and aggregation of the N partials. Nodes run the "
         "operator defaults (1 s chain polling, 700 ms gossipsub heartbeat, D = 4), not the loopback devnet's faster "
         "timers. Per-dispute figures are per node, from the router's counters (p2p bytes), `/proc/<pid>/stat` (CPU, "
-        "also net of the idle rate over a 30 s idle window) and the nodes' metrics.\n"
+        f"also net of the idle rate) and the nodes' metrics. The idle rate is measured over two windows of 30 s, "
+        f"one {first.get('quietSeconds', 0)} s after all nodes are up (past the start-up schedule of the member "
+        "records: re-gossiped 3, 9, 21, 45 and 93 s after a node starts), one after the disputes; *net of idle* "
+        "subtracts it for the disputes' duration.\n"
     )
     L.append(
         "*flood*: every partial gossiped to every node (`p2p.dissemination = \"flood\"`); *aggregators*: partials "
@@ -91,6 +94,10 @@ def section(reports):
         lambda r: f"{kib(pd(r)['p2pBytesSentPerNode']['mean'])} ({kib(pd(r)['p2pBytesSentPerNode']['max'])})",
     )
     row(
+        "… net of idle, mean",
+        lambda r: kib(r["p2pBytesSentPerNodePerDisputeNetOfIdle"]),
+    )
+    row(
         "p2p bytes received per node per dispute, mean (max)",
         lambda r: f"{kib(pd(r)['p2pBytesReceivedPerNode']['mean'])} ({kib(pd(r)['p2pBytesReceivedPerNode']['max'])})",
     )
@@ -102,6 +109,10 @@ def section(reports):
     row(
         "… net of idle ÷ floor",
         lambda r: f"{r['cpuSecondsPerNodePerDisputeNetOfIdle'] * 1e3 / r['floorMs']:.1f} ×",
+    )
+    row(
+        "all nodes' CPU per dispute ÷ cores",
+        lambda r: f"{pd(r)['cpuSecondsPerNode']['mean'] * r['nodes'] / r['machine']['cpus']:.2f} s",
     )
     row("idle CPU per node", lambda r: f"{r['idlePerSecond']['cpuSecondsPerNode']['mean'] * 1e3:.0f} ms/s")
     row(

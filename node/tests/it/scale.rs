@@ -310,6 +310,21 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
     })
 }
 
+/// Usage per second over `secs` of idling, and the window's measured length.
+async fn idle_window(
+    topology: &Netns,
+    net: &resolvd_devnet::Devnet,
+    nodes: usize,
+    ticks: f64,
+    secs: usize,
+) -> (serde_json::Value, f64) {
+    let a = Snapshot::take(topology, net, ticks).await;
+    tokio::time::sleep(Duration::from_secs(secs as u64)).await;
+    let b = Snapshot::take(topology, net, ticks).await;
+    let secs = (b.at - a.at).as_secs_f64();
+    (usage(&a, &b, nodes, secs), secs)
+}
+
 fn percentiles(v: &mut [f64]) -> serde_json::Value {
     v.sort_by(f64::total_cmp);
     let p = |q: f64| v.get(((v.len() as f64 - 1.0) * q).round() as usize).copied();
@@ -351,10 +366,13 @@ async fn scale_bench() {
         .map(|d| d.as_secs_f64() * 1e3)
         .collect();
 
-    let idle0 = Snapshot::take(&topology, &net.0, ticks).await;
-    tokio::time::sleep(Duration::from_secs(idle_secs as u64)).await;
-    let idle1 = Snapshot::take(&topology, &net.0, ticks).await;
-    let idle_per_sec = (idle1.at - idle0.at).as_secs_f64();
+    // Past the start-up schedule of the member records (each member
+    // re-gossips its record 3, 9, 21, 45, 93 s after it starts, then at
+    // doubling intervals): the last nodes launched would otherwise add
+    // several records each to the windows below.
+    let quiet_secs = env("RESOLVD_SCALE_QUIET_SECS", 100);
+    tokio::time::sleep(Duration::from_secs(quiet_secs as u64)).await;
+    let idle_before = idle_window(&topology, &net.0, nodes, ticks, idle_secs).await;
 
     let honest = net.0.deal_content(DealKind::Honest).await.unwrap();
     let false_claim = net.0.deal_content(DealKind::FalseClaim).await.unwrap();
@@ -386,12 +404,18 @@ async fn scale_bench() {
     let s1 = Snapshot::take(&topology, &net.0, ticks).await;
     let sequence_secs = (s1.at - s0.at).as_secs_f64();
     let report_usage = usage(&s0, &s1, nodes, disputes as f64);
-    let idle_usage = usage(&idle0, &idle1, nodes, idle_per_sec);
+    // A second idle window after the sequence: the idle rate is the mean of
+    // the two, weighted by their lengths, so a rate that drifts (records,
+    // mesh maintenance) is bracketed rather than read off one side.
+    let idle_after = idle_window(&topology, &net.0, nodes, ticks, idle_secs).await;
+    let mean = |u: &serde_json::Value, k: &str| u[k]["mean"].as_f64();
+    let idle_rate = |k: &str| {
+        let (b, a) = (mean(&idle_before.0, k)?, mean(&idle_after.0, k)?);
+        Some((b * idle_before.1 + a * idle_after.1) / (idle_before.1 + idle_after.1))
+    };
     // What the disputes cost beyond idling for as long as they took.
-    let mean_cpu = |u: &serde_json::Value| u["cpuSecondsPerNode"]["mean"].as_f64();
-    let net_cpu = mean_cpu(&report_usage)
-        .zip(mean_cpu(&idle_usage))
-        .map(|(p, i)| p - i * sequence_secs / disputes as f64);
+    let net_of_idle =
+        |k: &str| Some(mean(&report_usage, k)? - idle_rate(k)? * sequence_secs / disputes as f64);
     let rss_mib: Vec<f64> = peak_rss.iter().map(|k| *k as f64 / 1024.0).collect();
     let report = serde_json::json!({
         "nodes": nodes,
@@ -413,9 +437,16 @@ async fn scale_bench() {
         "seenToSettlementMs": percentiles(&mut seen_to_settle),
         "challengeToSettlementMs": percentiles(&mut to_settle),
         "perDispute": report_usage,
-        "idlePerSecond": idle_usage,
+        "quietSeconds": quiet_secs,
+        "idlePerSecond": {
+            "cpuSecondsPerNode": { "mean": idle_rate("cpuSecondsPerNode") },
+            "p2pBytesSentPerNode": { "mean": idle_rate("p2pBytesSentPerNode") },
+            "before": idle_before.0,
+            "after": idle_after.0,
+        },
         "sequenceSeconds": sequence_secs,
-        "cpuSecondsPerNodePerDisputeNetOfIdle": net_cpu,
+        "cpuSecondsPerNodePerDisputeNetOfIdle": net_of_idle("cpuSecondsPerNode"),
+        "p2pBytesSentPerNodePerDisputeNetOfIdle": net_of_idle("p2pBytesSentPerNode"),
         "rssPeakMiB": { "min": rss_mib.iter().copied().fold(f64::INFINITY, f64::min), "max": rss_mib.iter().copied().fold(0.0, f64::max) },
     });
     let out = std::env::var("RESOLVD_SCALE_OUT")
