@@ -54,9 +54,10 @@ def section(reports):
         "operator defaults (1 s chain polling, 700 ms gossipsub heartbeat, D = 4), not the loopback devnet's faster "
         "timers. Per-dispute figures are per node, from the router's counters (p2p bytes), `/proc/<pid>/stat` (CPU, "
         f"also net of the idle rate) and the nodes' metrics. The idle rate is measured over two windows of 30 s, "
-        f"one {first.get('quietSeconds', 0)} s after all nodes are up (past the start-up schedule of the member "
-        "records: re-gossiped 3, 9, 21, 45 and 93 s after a node starts), one after the disputes; *net of idle* "
-        "subtracts it for the disputes' duration.\n"
+        f"one {first.get('quietSeconds', 0)} s after all nodes are up (past the first re-gossips of the member "
+        "records, 3, 9, 21, 45 and 93 s after a node starts; the next ones, 189 and 381 s after it, fall among the "
+        "disputes and the windows), one after the disputes; the rate is their mean, weighted by length, and *net of "
+        "idle* subtracts it for the disputes' duration.\n"
     )
     L.append(
         "*flood*: every partial gossiped to every node (`p2p.dissemination = \"flood\"`); *aggregators*: partials "
