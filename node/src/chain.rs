@@ -33,7 +33,18 @@ use alloy_sol_types::{SolCall, SolEvent, SolInterface};
 use futures::Stream;
 use resolvd_consensus::{Committee, Member, PublicKey, QuorumCertificate, Threshold};
 use resolvd_proto::{wire::DisputeAnnouncement, VerdictCommitment, VerdictDomain};
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
+
+/// Chains whose `prevrandao` is the beacon chain's RANDAO mix, so that a
+/// dispute's order entropy is the next block's `prevrandao`: Ethereum,
+/// Sepolia, Holesky, Hoodi, and the local development chain id (anvil draws
+/// a `mixHash` per block). On other chains the `mixHash` field is not drawn
+/// that way (an Arbitrum chain's carries sequencer data; an OP chain's is its
+/// L1 origin's `prevrandao`, public before the L2 block that adopts it, so a
+/// challenger could time its challenge for the value it wants): the entropy
+/// is the hash of the block holding the log, which only its sequencer
+/// chooses. A fixed list, so that every node of one version draws the same.
+pub const RANDAO_CHAINS: [u64; 5] = [1, 11_155_111, 17_000, 560_048, 31_337];
 
 /// Longest wait for a sent transaction's receipt (the caller retries after it).
 pub const RECEIPT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -533,13 +544,23 @@ impl Chain {
         let this = self.for_escrow(a.escrow);
         let at = this.confirmed(confirmations).await?.block;
         if this.confirms(a, Some(at)).await? {
-            // The block seeds the dispute's submitter and aggregator order:
-            // a peer must not choose it either (nor an earlier request's).
+            // The block and the entropy drawn after it seed the dispute's
+            // submitter and aggregator order: a peer must not choose them
+            // either (nor an earlier request's).
             let block = this.dispute_block(a).await?;
-            if block == Some((a.block_number, a.block_hash)) && a.block_number <= at {
-                return Ok(Confirmation::Disputed);
+            if block != Some((a.block_number, a.block_hash)) || a.block_number > at {
+                return Ok(Confirmation::Misplaced);
             }
-            return Ok(Confirmation::Misplaced);
+            // So is the entropy drawn after it: a peer must not choose that.
+            return match this.order_entropy(a.block_number, a.block_hash).await? {
+                Some(e) if e == a.order_entropy => Ok(Confirmation::Disputed),
+                Some(_) => Ok(Confirmation::Misplaced),
+                None => Err(ChainError::Rpc(format!(
+                    "block {} is not followed by a block on block {} yet",
+                    a.block_number + 1,
+                    a.block_hash
+                ))),
+            };
         }
         let latest = this.deal(a.deal_id, None).await?;
         Ok(if latest.state == deal_state::NONE {
@@ -574,6 +595,34 @@ impl Chain {
             (true, Some(number), Some(hash)) => Some((number, hash)),
             _ => None,
         })
+    }
+
+    /// The entropy of a dispute's order (`DisputeAnnouncement::order_entropy`)
+    /// whose `Disputed` log is in block `number` with hash `hash`. On a chain
+    /// of [`RANDAO_CHAINS`]: the `prevrandao` (`mixHash`) of the block after
+    /// it, the RANDAO mix after block `number` (whichever block follows, its
+    /// `prevrandao` is that mix; `hash` if it is zero, a development chain
+    /// that draws none); `None` while the endpoint has no block after it.
+    /// Elsewhere: `hash`. An error if the endpoint's next block
+    /// does not follow `hash` (a log of a block no longer canonical).
+    pub async fn order_entropy(&self, number: u64, hash: B256) -> Result<Option<B256>, ChainError> {
+        if !RANDAO_CHAINS.contains(&self.chain_id) {
+            return Ok(Some(hash));
+        }
+        let next = self
+            .provider
+            .get_block_by_number(BlockNumberOrTag::Number(number + 1))
+            .await
+            .map_err(rpc)?;
+        let Some(next) = next.map(|b| b.header) else { return Ok(None) };
+        if next.parent_hash != hash {
+            return Err(ChainError::Unexpected(format!(
+                "block {} does not follow block {number} {hash} (reorged meanwhile?)",
+                number + 1
+            )));
+        }
+        // A development chain that draws no prevrandao: the block's hash.
+        Ok(Some(if next.mix_hash.is_zero() { hash } else { next.mix_hash }))
     }
 
     /// Whether `deal_id` is disputed at the latest block.
@@ -988,6 +1037,8 @@ impl Chain {
                             block_number: log.block_number.unwrap_or_default(),
                             tx_hash: log.transaction_hash.unwrap_or_default(),
                             block_hash: log.block_hash.unwrap_or_default(),
+                            // Below, once every log is decoded.
+                            order_entropy: B256::ZERO,
                         }))
                     }
                     IEscrow::SpecPublished::SIGNATURE_HASH => {
@@ -1026,6 +1077,26 @@ impl Chain {
                 }
             };
             out.push(event);
+        }
+        // Each dispute's order entropy (left zero while it is drawn from a
+        // block not there yet: the watcher reads the range again).
+        let mut entropy = HashMap::new();
+        for e in &mut out {
+            let ChainEvent::Disputed(a) = e else { continue };
+            let key = (a.block_number, a.block_hash);
+            if key.1.is_zero() {
+                return Err(ChainError::Unexpected(format!(
+                    "a Disputed log of deal {} without its block hash",
+                    a.deal_id
+                )));
+            }
+            a.order_entropy = match entropy.get(&key) {
+                Some(&e) => e,
+                None => {
+                    let e = self.order_entropy(key.0, key.1).await?.unwrap_or_default();
+                    *entropy.entry(key).or_insert(e)
+                }
+            };
         }
         Ok(out)
     }

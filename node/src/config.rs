@@ -63,7 +63,9 @@ pub const DEFAULT_RPC_URL: &str = "http://127.0.0.1:8545";
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(untagged)]
 pub enum Confirmations {
-    /// This many blocks under the latest block (0: the head itself).
+    /// This many blocks under the latest block (0: the head itself, except
+    /// that a head holding a `Disputed` log is read once the next block is
+    /// there: its `prevrandao` seeds the dispute's order).
     Blocks(u64),
     /// The block a tag names.
     Tag(BlockTag),

@@ -173,6 +173,13 @@ enum Internal {
         deal_id: B256,
         result: Result<Option<B256>, String>,
     },
+    /// The remote signer answered for this node's member record.
+    RecordSigned {
+        record: Box<resolvd_proto::wire::MemberRecord>,
+        epoch: u64,
+        next: Duration,
+        result: Result<resolvd_consensus::Signature, String>,
+    },
     /// A remote signer answered.
     RemoteSigned {
         domain: Box<VerdictDomain>,
@@ -866,6 +873,9 @@ impl Node {
                 self.engine.on_slashed(deal_id, resolvers, result, now);
             }
             Internal::Served(served) => self.content.respond(&mut self.swarm, served),
+            Internal::RecordSigned { record, epoch, next, result } => {
+                self.on_record_signed(*record, epoch, next, result, now);
+            }
             Internal::RemoteSigned { domain, deal_id, commitment, epoch, index, result } => {
                 match result {
                     Ok((sig, commit)) if self.engine.doppelganger().is_none() => {

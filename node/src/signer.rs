@@ -22,12 +22,18 @@
 //!   [`MAX_BODY`], `408` for one not received in time, `400` for one that is
 //!   not a sign request, `403` for a domain not configured, `409` when slashing
 //!   protection refuses (a different commitment was signed for the deal).
+//! - `POST /v1/sign-record` with `{"seq", "peerId": "0x…", "addrs": ["0x…"]}`
+//!   → `{"signature": "0x…96 bytes"}`: the daemon's member record (its peer
+//!   id and addresses, the signer's own key) under the record DST, never a
+//!   verdict signature; `400` for a record the wire format refuses (a peer id
+//!   or address empty or over 128 bytes, more than 8 addresses) or whose
+//!   `seq` (milliseconds) is more than 10 min ahead of the signer's clock.
 
 use crate::{
     http::{accept_loop, Limits, Listener},
     store::{SharedStore, Store},
 };
-use alloy_primitives::{hex, Address, B256};
+use alloy_primitives::{hex, Address, Bytes, B256};
 use axum::{
     body::Body,
     extract::State,
@@ -36,7 +42,10 @@ use axum::{
     Json, Router,
 };
 use resolvd_consensus::{protection::ProtectedSigner, PublicKey, SecretKey, Signature};
-use resolvd_proto::{VerdictCommitment, VerdictDomain};
+use resolvd_proto::{
+    wire::{MemberRecord, WireMessage},
+    VerdictCommitment, VerdictDomain,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use std::{
@@ -166,6 +175,34 @@ pub struct CommitTo {
     pub signer_index: u32,
 }
 
+/// How far ahead of the signer's clock (ms) a member record's seq may be.
+pub const MAX_RECORD_SEQ_AHEAD_MS: u64 = 10 * 60 * 1_000;
+
+/// A member record to sign ([`MemberRecord`] without its key and signature).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordRequest {
+    /// The record's counter.
+    pub seq: u64,
+    /// The daemon's libp2p peer id.
+    pub peer_id: Bytes,
+    /// Its multiaddresses.
+    pub addrs: Vec<Bytes>,
+}
+
+impl RecordRequest {
+    /// The record `key` signs for this request.
+    fn record(&self, key: &PublicKey) -> MemberRecord {
+        MemberRecord {
+            public_key: key.compress(),
+            seq: self.seq,
+            peer_id: self.peer_id.to_vec(),
+            addrs: self.addrs.iter().map(|a| a.to_vec()).collect(),
+            signature: [0; 96],
+        }
+    }
+}
+
 struct Signer {
     token: Zeroizing<String>,
     domains: Vec<(u64, Address)>,
@@ -207,22 +244,54 @@ async fn get_public_key(State(s): State<Arc<Signer>>, headers: HeaderMap) -> Rep
     Ok(Json(serde_json::json!({ "publicKey": hex::encode_prefixed(s.public_key.compress()) })))
 }
 
+/// A request's body, within [`MAX_BODY`] and [`BODY_TIMEOUT`].
+async fn read_body(body: Body) -> Result<axum::body::Bytes, (StatusCode, Json<serde_json::Value>)> {
+    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(e)) => Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("body (at most {MAX_BODY} bytes): {e}"),
+        )),
+        Err(_) => Err(error(StatusCode::REQUEST_TIMEOUT, "body not received in time".into())),
+    }
+}
+
+/// Signs the daemon's member record: under the record DST, so no protection
+/// record is involved (it can never count as a verdict signature).
+async fn sign_record(State(s): State<Arc<Signer>>, headers: HeaderMap, body: Body) -> Reply {
+    authorized(&s, &headers)?;
+    let body = read_body(body).await?;
+    let req: RecordRequest = serde_json::from_slice(&body)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("not a record request: {e}")))?;
+    // A daemon host that holds the token must not pin the key's record: a
+    // seq far ahead of the clock would outrank every later record.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    if req.seq > now_ms.saturating_add(MAX_RECORD_SEQ_AHEAD_MS) {
+        warn!(target: "signer", seq = req.seq, now_ms, "member record seq ahead of the clock: refused");
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "seq {} is more than 10 min ahead of this signer's clock ({now_ms} ms)",
+                req.seq
+            ),
+        ));
+    }
+    let record = req.record(&s.public_key);
+    // The wire format's bounds, as every peer applies them.
+    MemberRecord::decode_wire(&record.encode_wire())
+        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("not a valid record: {e}")))?;
+    let signer = s.signer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let sig = signer.sign_record(&record.signing_message());
+    info!(target: "signer", seq = req.seq, addrs = req.addrs.len(), "signed a member record");
+    Ok(Json(serde_json::json!({ "signature": hex::encode_prefixed(sig.compress()) })))
+}
+
 async fn sign(State(s): State<Arc<Signer>>, headers: HeaderMap, body: Body) -> Reply {
     // The token first: a stranger's body is never read.
     authorized(&s, &headers)?;
-    let body = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await
-    {
-        Ok(Ok(b)) => b,
-        Ok(Err(e)) => {
-            return Err(error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("body (at most {MAX_BODY} bytes): {e}"),
-            ))
-        }
-        Err(_) => {
-            return Err(error(StatusCode::REQUEST_TIMEOUT, "body not received in time".into()))
-        }
-    };
+    let body = read_body(body).await?;
     let req: SignRequest = serde_json::from_slice(&body)
         .map_err(|e| error(StatusCode::BAD_REQUEST, format!("not a sign request: {e}")))?;
     let d = &req.domain;
@@ -288,6 +357,7 @@ pub async fn serve(
     let app = Router::new()
         .route("/v1/public-key", get(get_public_key))
         .route("/v1/sign", post(sign))
+        .route("/v1/sign-record", post(sign_record))
         .with_state(state);
     info!(target: "signer", addr = %listener.shown, key = %hex::encode_prefixed(public_key.compress()), "signer listening");
     let limits = Limits { max_connections: MAX_CONNECTIONS, header_timeout: HEADER_TIMEOUT };
@@ -419,28 +489,48 @@ impl RemoteSigner {
             commit: commit.map(|(epoch, signer_index)| CommitTo { epoch, signer_index }),
         };
         let body = self.call(self.client.post(format!("{}/v1/sign", self.url)).json(&req)).await?;
-        let bytes = body["signature"]
-            .as_str()
-            .and_then(|h| hex::decode(h).ok())
-            .ok_or_else(|| RemoteError::Failed("no signature".into()))?;
-        let sig =
-            Signature::from_compressed(&bytes).map_err(|e| RemoteError::Failed(e.to_string()))?;
+        let sig = signature_in(&body, "signature")?;
         sig.verify(key, &commitment.eip712_digest(domain)).map_err(|e| {
             RemoteError::Failed(format!("the signer's signature does not verify: {e}"))
         })?;
         let Some((epoch, index)) = commit else { return Ok((sig, None)) };
-        let bytes = body["commitSignature"]
-            .as_str()
-            .and_then(|h| hex::decode(h).ok())
-            .ok_or_else(|| RemoteError::Failed("no commitSignature".into()))?;
-        let c =
-            Signature::from_compressed(&bytes).map_err(|e| RemoteError::Failed(e.to_string()))?;
+        let c = signature_in(&body, "commitSignature")?;
         let message = commit_message(commitment.deal_id, epoch, index, &sig.compress());
         c.verify_commit(key, &message).map_err(|e| {
             RemoteError::Failed(format!("the signer's commitment signature does not verify: {e}"))
         })?;
         Ok((sig, Some(c)))
     }
+
+    /// Signs `record` (its key must be `key`, the signer's) as a member
+    /// record; the answer is checked against `key`.
+    pub async fn sign_record(
+        &self,
+        record: &MemberRecord,
+        key: &PublicKey,
+    ) -> Result<Signature, RemoteError> {
+        let req = RecordRequest {
+            seq: record.seq,
+            peer_id: record.peer_id.clone().into(),
+            addrs: record.addrs.iter().map(|a| a.clone().into()).collect(),
+        };
+        let url = format!("{}/v1/sign-record", self.url);
+        let body = self.call(self.client.post(url).json(&req)).await?;
+        let sig = signature_in(&body, "signature")?;
+        sig.verify_record(key, &record.signing_message()).map_err(|e| {
+            RemoteError::Failed(format!("the signer's record signature does not verify: {e}"))
+        })?;
+        Ok(sig)
+    }
+}
+
+/// The signature in field `name` of a signer's answer (not verified yet).
+fn signature_in(body: &serde_json::Value, name: &str) -> Result<Signature, RemoteError> {
+    let bytes = body[name]
+        .as_str()
+        .and_then(|h| hex::decode(h).ok())
+        .ok_or_else(|| RemoteError::Failed(format!("no {name}")))?;
+    Signature::from_compressed(&bytes).map_err(|e| RemoteError::Failed(e.to_string()))
 }
 
 /// The message a commitment signature covers ([`resolvd_proto::wire::PartialCommit::message`])

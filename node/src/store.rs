@@ -86,6 +86,7 @@ pub enum StoreError {
 
 /// Name of the chain-id record (in the cursor column).
 const CHAIN_ID: &str = "meta#chain_id";
+const RECORD_SEQ: &str = "meta#member_record_seq";
 
 /// One slashing-protection record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -293,6 +294,16 @@ impl Store {
     /// The chain id recorded by [`Self::set_chain_id`].
     pub fn chain_id(&self) -> Result<Option<u64>, StoreError> {
         self.cursor(CHAIN_ID)
+    }
+
+    /// Records the `seq` of the last member record this node signed (fsync'd).
+    pub fn set_record_seq(&self, seq: u64) -> Result<(), StoreError> {
+        self.set_cursor(RECORD_SEQ, seq)
+    }
+
+    /// The `seq` recorded by [`Self::set_record_seq`].
+    pub fn record_seq(&self) -> Result<Option<u64>, StoreError> {
+        self.cursor(RECORD_SEQ)
     }
 
     /// Persists the chain cursor `name` (fsync'd).
@@ -653,6 +664,19 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_member_record_seq_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            assert_eq!(store.record_seq().unwrap(), None);
+            store.set_record_seq(1_700_000_000_123).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.record_seq().unwrap(), Some(1_700_000_000_123));
+        assert_eq!(store.chain_id().unwrap(), None, "its own key");
+    }
+
+    #[test]
     fn cursor_roundtrip() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
@@ -725,6 +749,7 @@ pub(crate) mod tests {
             block_number: 1,
             tx_hash: B256::ZERO,
             block_hash: B256::ZERO,
+            order_entropy: B256::ZERO,
         };
         for commitment in [c, neighbour] {
             store.put_dispute(&announce(commitment.deal_id), DisputeStatus::Settled).unwrap();

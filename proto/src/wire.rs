@@ -192,6 +192,14 @@ pub struct DisputeAnnouncement {
     /// as an absent field, as a record stored before the field existed
     /// decodes. Receivers check it against their own chain.
     pub block_hash: B256,
+    /// What seeds the dispute's submitter and aggregator order with the deal
+    /// id: on a chain whose `prevrandao` is the beacon RANDAO, the
+    /// `prevrandao` (`mixHash`) of the block after `block_hash`; elsewhere
+    /// `block_hash` itself (the node's `RANDAO_CHAINS`). Zero means
+    /// unknown (a record stored before the field existed): the order then
+    /// falls back to `block_hash`. Encoded like `block_hash`; receivers check
+    /// it against their own chain.
+    pub order_entropy: B256,
 }
 
 impl WireMessage for DisputeAnnouncement {
@@ -215,11 +223,8 @@ impl WireMessage for DisputeAnnouncement {
             resolve_deadline: p.resolve_deadline,
             block_number: p.block_number,
             tx_hash: b256(M, "tx_hash", &p.tx_hash)?,
-            block_hash: if p.block_hash.is_empty() {
-                B256::ZERO
-            } else {
-                b256(M, "block_hash", &p.block_hash)?
-            },
+            block_hash: optional_b256(M, "block_hash", &p.block_hash)?,
+            order_entropy: optional_b256(M, "order_entropy", &p.order_entropy)?,
         })
     }
 
@@ -238,12 +243,27 @@ impl WireMessage for DisputeAnnouncement {
             resolve_deadline: self.resolve_deadline,
             block_number: self.block_number,
             tx_hash: self.tx_hash.to_vec(),
-            block_hash: if self.block_hash.is_zero() {
-                Vec::new()
-            } else {
-                self.block_hash.to_vec()
-            },
+            block_hash: optional_bytes(&self.block_hash),
+            order_entropy: optional_bytes(&self.order_entropy),
         }
+    }
+}
+
+/// A 32-byte field that may be absent: absent (empty) is zero.
+fn optional_b256(m: &'static str, field: &'static str, b: &[u8]) -> Result<B256, WireError> {
+    if b.is_empty() {
+        Ok(B256::ZERO)
+    } else {
+        b256(m, field, b)
+    }
+}
+
+/// Zero is encoded as an absent field (its canonical form).
+fn optional_bytes(v: &B256) -> Vec<u8> {
+    if v.is_zero() {
+        Vec::new()
+    } else {
+        v.to_vec()
     }
 }
 

@@ -116,9 +116,10 @@ pub enum Confirmation {
     /// No such deal exists at all (only asked for gossip: the announcement is made up).
     NoSuchDeal,
     /// Disputed as announced, but its `Disputed` log is not in the announced
-    /// transaction and block, as this node's RPC has them (only asked for
-    /// gossip): a peer chose the block that seeds the dispute's order, or a
-    /// reorg moved the challenge, or the RPC has no receipt for it.
+    /// transaction and block, or the announced order entropy is not the one
+    /// drawn after that block, as this node's RPC has them (only asked for
+    /// gossip): a peer chose what seeds the dispute's order, or a reorg
+    /// moved the challenge, or the RPC has no receipt for it.
     Misplaced,
 }
 

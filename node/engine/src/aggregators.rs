@@ -149,7 +149,7 @@ impl Aggregation {
 }
 
 impl<O: MessageOrigin> Engine<O> {
-    fn aggregation(&self) -> Option<Aggregation> {
+    pub(crate) fn aggregation(&self) -> Option<Aggregation> {
         match self.cfg.dissemination {
             Dissemination::Aggregators(a) => Some(a),
             Dissemination::Flood => None,
@@ -289,7 +289,14 @@ impl<O: MessageOrigin> Engine<O> {
         let aggregating = self.aggregating();
         let screen = match self.disputes.get(&deal_id) {
             _ if !aggregating => Err(Validation::Ignore),
-            None => Err(Validation::Ignore),
+            None if self.finished.contains(&deal_id) => Err(Validation::Ignore),
+            // Not confirmed here yet: held (a collector's poll came first).
+            None => {
+                if let Some(v) = self.hold_early_aggregate(w, origin.clone(), now) {
+                    self.report(origin, Topic::Aggregates, v);
+                }
+                return;
+            }
             Some(d) if d.phase.is_final() || d.reveal.reveal_window.is_some() => {
                 Err(Validation::Ignore)
             }
@@ -325,8 +332,12 @@ impl<O: MessageOrigin> Engine<O> {
             return self.report(origin, Topic::Aggregates, Validation::Ignore);
         }
         let Some(builder) = self.builders.get_mut(&key) else {
+            // The committee is loading: held until it is.
             self.queue.pending_quota.give(origin.peer());
-            return self.report(origin, Topic::Aggregates, Validation::Ignore);
+            if let Some(v) = self.hold_early_aggregate(w, origin.clone(), now) {
+                self.report(origin, Topic::Aggregates, v);
+            }
+            return;
         };
         let domain = self.identity.domains.get(&key.0);
         match builder.on_aggregate(&attestation) {

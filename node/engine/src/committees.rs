@@ -142,6 +142,7 @@ impl<O: MessageOrigin> Engine<O> {
         for deal_id in waiting {
             self.release_early_commits(&deal_id, now);
             self.release_buffered(&deal_id, now);
+            self.release_early_aggregates(&deal_id, now);
             self.advance(deal_id, now);
         }
     }

@@ -4,7 +4,8 @@
 
 use super::*;
 use alloy_primitives::B256;
-use resolvd_proto::wire::{DisputeAnnouncement, PartialCommit, SignedVerdict};
+use resolvd_consensus::Attestation;
+use resolvd_proto::wire::{DisputeAnnouncement, PartialCommit, SignedVerdict, SignerAggregate};
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
@@ -14,7 +15,12 @@ pub(crate) struct Intake<O: MessageOrigin> {
     pub(crate) buffered: BoundedBuffer<Buffered<O>>,
     /// Commitments for disputes not started here yet (bounded like `buffered`).
     pub(crate) early_commits: BoundedBuffer<EarlyCommit<O>>,
-    /// Early-buffer entries (partials and commitments) held per peer.
+    /// Slice aggregates for disputes not started here yet, or whose
+    /// committee is loading (bounded like `buffered`): a collector that saw
+    /// the dispute a poll earlier than this aggregator sends its slice
+    /// before this node could take it.
+    pub(crate) early_aggregates: BoundedBuffer<EarlyAggregate<O>>,
+    /// Early-buffer entries (partials, commitments, aggregates) held per peer.
     pub(crate) early_quota: Quota<O::Peer>,
     /// Gossip announcements waiting for their confirmation, by
     /// [`announcement_key`]: a copy that differs from the first one (another
@@ -45,6 +51,7 @@ impl<O: MessageOrigin> Default for Intake<O> {
         Self {
             buffered: BoundedBuffer::default(),
             early_commits: BoundedBuffer::default(),
+            early_aggregates: BoundedBuffer::default(),
             early_quota: Quota::default(),
             confirming: HashMap::new(),
             chain_confirming: HashSet::new(),
@@ -69,6 +76,13 @@ pub(crate) struct EarlyCommit<O> {
     pub(crate) commit: PartialCommit,
     pub(crate) origin: Option<O>,
     pub(crate) arrived: Instant,
+    pub(crate) until: Instant,
+}
+
+/// A slice aggregate held before its dispute is confirmed here.
+pub(crate) struct EarlyAggregate<O> {
+    pub(crate) aggregate: SignerAggregate,
+    pub(crate) origin: O,
     pub(crate) until: Instant,
 }
 
@@ -205,7 +219,9 @@ impl<O: MessageOrigin> Engine<O> {
                 for origin in &waiting {
                     self.intake.refuted_from.remove(origin.peer());
                 }
-                self.start_dispute(a, now);
+                if !self.complete_order(&a) {
+                    self.start_dispute(a, now);
+                }
                 Validation::Accept
             }
             Ok(_) if source == ConfirmSource::Reorg => {
@@ -217,19 +233,22 @@ impl<O: MessageOrigin> Engine<O> {
                 Validation::Accept
             }
             Ok(c) => self.refuted(&a, c, &waiting, now),
+            Err(e) if source == ConfirmSource::Gossip => {
+                // Not retried: the node's own watcher brings a real dispute.
+                info!(target: "chain", deal = %deal_id, error = %e, "cannot check an announced dispute now: ignored");
+                Validation::Ignore
+            }
             Err(e) => {
                 warn!(target: "chain", deal = %deal_id, error = %e, "cannot check the dispute; retrying");
-                if source != ConfirmSource::Gossip {
-                    // Not dropped: a chain event is re-checked until the RPC answers.
-                    if source == ConfirmSource::Chain {
-                        self.intake.chain_confirming.insert(deal_id);
-                    }
-                    self.push(Action::Confirm {
-                        announcement: Box::new(a),
-                        source,
-                        delay: self.cfg.retry,
-                    });
+                // Not dropped: a chain event is re-checked until the RPC answers.
+                if source == ConfirmSource::Chain {
+                    self.intake.chain_confirming.insert(deal_id);
                 }
+                self.push(Action::Confirm {
+                    announcement: Box::new(a),
+                    source,
+                    delay: self.cfg.retry,
+                });
                 Validation::Ignore
             }
         };
@@ -255,6 +274,24 @@ impl<O: MessageOrigin> Engine<O> {
         d.finish(Phase::Settled, now);
         self.disputes.insert(deal_id, d);
         self.drop_buffered(&deal_id);
+    }
+
+    /// A restored dispute without its order entropy, now that the chain
+    /// names it (and the block of its challenge): taken, stored, and the
+    /// order recomputed from it when next needed. `false` if `a` is not that.
+    fn complete_order(&mut self, a: &DisputeAnnouncement) -> bool {
+        let Some(d) = self.disputes.get_mut(&a.deal_id) else { return false };
+        let same = d.info.epoch == a.epoch && d.info.resolve_deadline == a.resolve_deadline;
+        if !same || !d.info.order_entropy.is_zero() || a.order_entropy.is_zero() {
+            return false;
+        }
+        info!(target: "chain", deal = %a.deal_id, block = a.block_number, "restored dispute: its order entropy read from the chain");
+        (d.info.block_number, d.info.block_hash) = (a.block_number, a.block_hash);
+        d.info.order_entropy = a.order_entropy;
+        d.aggregators.forget_order();
+        let info = d.info.clone();
+        self.push(Action::PersistDispute(Box::new(info), DisputeStatus::Active));
+        true
     }
 
     /// The node's own RPC does not confirm an announcement: remembered (by
@@ -340,6 +377,7 @@ impl<O: MessageOrigin> Engine<O> {
         self.disputes.insert(deal_id, d);
         self.release_early_commits(&deal_id, now);
         self.release_buffered(&deal_id, now);
+        self.release_early_aggregates(&deal_id, now);
         self.advance(deal_id, now);
     }
 
@@ -382,6 +420,47 @@ impl<O: MessageOrigin> Engine<O> {
         }
     }
 
+    /// Holds an aggregate until its dispute starts or its committee is
+    /// loaded, within the early buffers' total and per-peer bounds, if it
+    /// could be a slice's (at most a slice's signers: an entry stays about
+    /// as small as a partial). `None`: held (reported when released or
+    /// dropped).
+    pub(crate) fn hold_early_aggregate(
+        &mut self,
+        aggregate: SignerAggregate,
+        origin: O,
+        now: Instant,
+    ) -> Option<Validation> {
+        let slice = self.aggregation().map_or(0, |a| a.slice);
+        if aggregate.signer_indices.len() > slice {
+            debug!(target: "p2p", peer = %origin.peer(), signers = aggregate.signer_indices.len(), "an early aggregate larger than a slice: not held");
+            return Some(Validation::Ignore);
+        }
+        if Attestation::from_wire(&aggregate).is_err() {
+            warn!(target: "p2p", peer = %origin.peer(), "bad aggregate encoding");
+            return Some(Validation::Reject);
+        }
+        if self.intake.early_aggregates.len() >= self.cfg.max_buffered_partials {
+            metrics::count(&self.metrics.gossip_bounded, "early_aggregates");
+            return Some(Validation::Ignore);
+        }
+        if !self.intake.early_quota.take(origin.peer(), MAX_EARLY_PER_PEER) {
+            metrics::count(&self.metrics.gossip_bounded, "early_quota");
+            return Some(Validation::Ignore);
+        }
+        let (deal_id, until) = (aggregate.commitment.deal_id, now + self.cfg.buffer_ttl);
+        self.intake.early_aggregates.push(deal_id, EarlyAggregate { aggregate, origin, until });
+        None
+    }
+
+    /// The aggregates held for `deal_id`, taken as if they arrived now.
+    pub(crate) fn release_early_aggregates(&mut self, deal_id: &B256, now: Instant) {
+        for e in self.intake.early_aggregates.take(deal_id) {
+            self.intake.early_quota.give(e.origin.peer());
+            self.on_aggregate(e.aggregate, e.origin, now);
+        }
+    }
+
     pub(crate) fn drop_buffered(&mut self, deal_id: &B256) {
         for b in self.intake.buffered.take(deal_id) {
             if let Some(origin) = b.origin {
@@ -394,6 +473,10 @@ impl<O: MessageOrigin> Engine<O> {
                 self.intake.early_quota.give(origin.peer());
                 self.report(origin, Topic::Commits, Validation::Ignore);
             }
+        }
+        for e in self.intake.early_aggregates.take(deal_id) {
+            self.intake.early_quota.give(e.origin.peer());
+            self.report(e.origin, Topic::Aggregates, Validation::Ignore);
         }
     }
 
@@ -585,6 +668,10 @@ impl<O: MessageOrigin> Engine<O> {
                 self.intake.early_quota.give(origin.peer());
                 self.report(origin, Topic::Commits, Validation::Ignore);
             }
+        }
+        for e in self.intake.early_aggregates.drain_expired(|e| now >= e.until) {
+            self.intake.early_quota.give(e.origin.peer());
+            self.report(e.origin, Topic::Aggregates, Validation::Ignore);
         }
     }
 }

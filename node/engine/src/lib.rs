@@ -128,8 +128,9 @@ const REVEAL_LATE_FALLBACK_WINDOWS: u32 = 6;
 pub const MAX_PENDING_PER_PEER: usize = 256;
 /// Commitments waiting for a verification batch, all peers together.
 const MAX_PENDING_COMMITS: usize = 4_096;
-/// Entries one peer may hold in the early buffers (partials and commitments
-/// of disputes not confirmed here yet), of `max_buffered_partials` in all.
+/// Entries one peer may hold in the early buffers (partials, commitments
+/// and slice aggregates of disputes not confirmed here yet), across them;
+/// each buffer holds `max_buffered_partials` in all.
 pub const MAX_EARLY_PER_PEER: usize = 256;
 /// Peers remembered as origins of one waiting message.
 const MAX_ORIGINS: usize = 16;
@@ -149,7 +150,8 @@ pub struct EngineConfig {
     /// slots for the first eight, then the next 1, 2, 4, … share a slot
     /// ([`submit_delay`]).
     pub submit_slot: Duration,
-    /// Partials held for disputes not confirmed yet (all deals together).
+    /// Partials held for disputes not confirmed yet (all deals together);
+    /// the same bound for commitments and for slice aggregates.
     pub max_buffered_partials: usize,
     /// How long such a partial is held before it is dropped.
     pub buffer_ttl: Duration,

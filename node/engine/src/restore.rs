@@ -82,6 +82,18 @@ impl<O: MessageOrigin> Engine<O> {
             });
             return;
         }
+        if self.disputes[&deal_id].info.order_entropy.is_zero() {
+            // A record written before announcements carried the order's
+            // entropy (or the block hash): ordered by the block's hash until
+            // the chain names them (`on_confirmed`), re-asked until it does.
+            info!(target: "node", deal = %deal_id, "restored dispute without its order entropy: reading it from the chain");
+            self.intake.chain_confirming.insert(deal_id);
+            self.push(Action::Confirm {
+                announcement: Box::new(self.disputes[&deal_id].info.clone()),
+                source: ConfirmSource::Chain,
+                delay: Duration::ZERO,
+            });
+        }
         info!(target: "node", deal = %deal_id, ?phase, "restored dispute");
     }
 

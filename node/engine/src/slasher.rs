@@ -116,13 +116,14 @@ impl<O: MessageOrigin> Engine<O> {
             // here (whose evidence this node has published): copies of one
             // conviction, made by detectors that saw other attestations, do
             // not each cross the whole network.
-            Ok((ev, escrow)) => match self.on_evidence(ev, escrow, false, now) {
-                true => Validation::Accept,
-                false => {
+            Ok((ev, escrow)) => {
+                if self.on_evidence(ev, escrow, false, now) {
+                    Validation::Accept
+                } else {
                     debug!(target: "slasher", peer = %origin.peer(), "evidence convicts no one new");
                     Validation::Ignore
                 }
-            },
+            }
             Err(err) => {
                 warn!(target: "p2p", peer = %origin.peer(), error = %err, "invalid evidence");
                 Validation::Reject

@@ -26,17 +26,26 @@ pub fn submit_rank(seed: &B256, members: &[u32], me: u32) -> usize {
 }
 
 /// The seed of a dispute's submitter order (and so of its aggregators):
-/// `keccak256(dealId ‖ blockHash)`, `blockHash` the block holding the
-/// `Disputed` log. The deal id alone would let the buyer place whom it
-/// likes first: it hashes the terms, which the buyer chooses and may grind
-/// offline. The block's hash exists only once the challenge is mined, so
-/// neither party can choose it alone. Whoever builds that block can: a
-/// builder (or an L2's sequencer) varying a header field tries a placement
-/// per hash, so a party that buys the block holding its challenge moves the
-/// order's head as it likes. What that buys is bounded: the escalation's
-/// `⌈log₂(f / k + 1)⌉` rounds and the submitter slots' `L + log₂ f`.
+/// `keccak256(dealId ‖ orderEntropy)` (the announcement's `order_entropy`:
+/// the `prevrandao` of the block after the one holding the `Disputed` log).
+///
+/// Who could choose it: the deal id hashes terms the buyer chooses (and
+/// may grind offline); the block's hash is chosen by whoever builds the
+/// block holding the challenge (a builder varying a header field tries a
+/// placement per hash). The next block's `prevrandao` is the RANDAO mix
+/// after the challenge's block: fixed by that block's proposer's reveal,
+/// which no builder can vary and nobody else knows before the block is
+/// out. A challenger colluding with proposers gets one draw per slot they
+/// hold in its challenge window (include the challenge in that block or
+/// not), not a search. On chains whose `mixHash` is not the beacon RANDAO
+/// (rollups) the node takes the block's hash as the entropy (what the
+/// sequencer builds), and a record without entropy (stored before it
+/// existed) falls back to the block's hash too. What a placement buys is
+/// bounded: the escalation's `⌈log₂(f / k + 1)⌉` rounds and the submitter
+/// slots' `L + log₂ f`.
 pub fn order_seed(a: &DisputeAnnouncement) -> B256 {
-    keccak256([a.deal_id.as_slice(), a.block_hash.as_slice()].concat())
+    let entropy = if a.order_entropy.is_zero() { &a.block_hash } else { &a.order_entropy };
+    keccak256([a.deal_id.as_slice(), entropy.as_slice()].concat())
 }
 
 /// Submitters that send one per slot before the slots start to double.

@@ -56,6 +56,7 @@ fn announcement(deal: u8) -> DisputeAnnouncement {
         block_number: 10,
         tx_hash: B256::repeat_byte(0xaa),
         block_hash: B256::repeat_byte(0xbb),
+        order_entropy: B256::repeat_byte(0xcc),
     }
 }
 
@@ -614,25 +615,24 @@ fn evidence_is_canonical_and_copies_of_one_conviction_are_not_forwarded() {
     let single = |p: &SignedVerdict| {
         Attestation::single(p, Signature::from_compressed(&p.signature).unwrap()).to_wire()
     };
+    // Evidence that `signer` signed both commitments, gossiped by a peer.
+    let mut gossip = |signer: usize, first, second| {
+        let e = resolvd_proto::wire::ConflictEvidence {
+            first: single(&partial(signer, EPOCH, first)),
+            second: single(&partial(signer, EPOCH, second)),
+        };
+        rig.engine.on_gossip(origin(9), Gossip::Evidence(Box::new(e)), rig.now);
+        rig.drain()
+    };
     // Signer 2 again, convicted by another pair (another detector saw a third
     // commitment of it): valid, but nothing new here.
     let mut other = no;
     other.result_hash = B256::repeat_byte(0x77);
-    let again = resolvd_proto::wire::ConflictEvidence {
-        first: single(&partial(2, EPOCH, yes)),
-        second: single(&partial(2, EPOCH, other)),
-    };
-    rig.engine.on_gossip(origin(9), Gossip::Evidence(Box::new(again)), rig.now);
-    let actions = rig.drain();
+    let actions = gossip(2, yes, other);
     assert_eq!(reports(&actions), vec![(Topic::Evidence, Validation::Ignore)]);
     assert!(actions.iter().all(|x| !matches!(x, Action::Publish(_) | Action::WriteEvidence(..))));
     // Signer 3 is new: accepted (forwarded), written and republished.
-    let new = resolvd_proto::wire::ConflictEvidence {
-        first: single(&partial(3, EPOCH, no)),
-        second: single(&partial(3, EPOCH, yes)),
-    };
-    rig.engine.on_gossip(origin(9), Gossip::Evidence(Box::new(new)), rig.now);
-    let actions = rig.drain();
+    let actions = gossip(3, no, yes);
     assert_eq!(reports(&actions), vec![(Topic::Evidence, Validation::Accept)]);
     assert!(actions.iter().any(|x| matches!(x, Action::WriteEvidence(_, r) if *r == [3])));
 }

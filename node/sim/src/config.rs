@@ -91,11 +91,13 @@ pub enum Placement {
     Drawn,
     /// First in the deal id's own order (`submit_order` keyed by the deal
     /// id alone): what a buyer who grinds the deal id can reach. The engines
-    /// order by the dispute's block as well, so this lands where chance puts it.
+    /// order by the dispute's entropy as well, so this lands where chance
+    /// puts it.
     GroundDeal,
     /// First in the order the engines use (the dispute's first submitters,
-    /// aggregators and collectors): only whoever chooses the hash of the
-    /// block holding the `Disputed` log could place them there.
+    /// aggregators and collectors): only whoever chooses the dispute's order
+    /// entropy could place them there (where it is the next block's
+    /// `prevrandao`, nobody: colluding proposers get one draw per slot).
     Head,
 }
 

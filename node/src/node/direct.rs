@@ -24,7 +24,7 @@
 //!   decaying 1 %/s like a topic's invalid deliveries), so one rejection
 //!   graylists a peer for about 11 s on gossip and direct messages alike.
 
-use super::Node;
+use super::{Internal, Node};
 use crate::{
     config::DisseminationMode,
     dispute::Origin,
@@ -54,6 +54,9 @@ const RECORD_EVERY: Duration = Duration::from_secs(600);
 /// A key's record is replaced at most this often (each replacement costs a
 /// pairing).
 const RECORD_MIN_GAP: Duration = Duration::from_secs(2);
+/// After a remote signer failed to sign the record, it is asked again this
+/// much later.
+const RECORD_RETRY: Duration = Duration::from_secs(30);
 /// gossipsub's default graylist threshold: direct messages from a peer
 /// scored below it are dropped unread, as its gossip is.
 const GRAYLIST: f64 = -80.0;
@@ -104,6 +107,11 @@ pub(super) struct Directory {
     dialed: HashSet<PeerId>,
     /// Publish this node's record at the next tick.
     republish: bool,
+    /// When this node's record was sent to the remote signer (its answer
+    /// is awaited, for [`RECORD_RETRY`] at most).
+    signing_record: Option<Instant>,
+    /// After the remote signer failed to sign the record: not asked before.
+    record_retry_at: Option<Instant>,
     decayed_at: Option<Instant>,
 }
 
@@ -332,14 +340,21 @@ impl Node {
 
     /// Signs and gossips this node's record when it is due (see the module).
     /// Also decays direct-message penalties and drops records of keys no
-    /// longer in a loaded committee. A `Signing::Remote` node publishes no
-    /// record: members reach it through gossip.
+    /// longer in a loaded committee. With a `Signing::Remote` signer the
+    /// record is signed there (one request at a time; after a failure, again
+    /// [`RECORD_RETRY`] later) and published when it answers.
     pub(super) fn on_direct_tick(&mut self, now: Instant) {
         self.decay_penalties(now);
-        if self.cfg.p2p.dissemination != DisseminationMode::Aggregators {
+        if self.cfg.p2p.dissemination != DisseminationMode::Aggregators
+            || self.sign.signer.is_none()
+        {
             return;
         }
-        let Some(super::Signing::Local(signer)) = &self.sign.signer else { return };
+        let directory = &self.peers.directory;
+        let awaited = directory.signing_record.is_some_and(|at| now < at + RECORD_RETRY);
+        if awaited || directory.record_retry_at.is_some_and(|at| now < at) {
+            return;
+        }
         let Some(key) = self.sign.key.filter(|k| self.engine.is_member(k)) else { return };
         let newest = self.engine.loaded_epochs().max().unwrap_or(0);
         let own = self.peers.directory.own.as_ref();
@@ -367,9 +382,20 @@ impl Node {
                 .map(|a| a.to_vec())
                 .collect(),
         };
-        let seq = SystemTime::now()
+        let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let last = self.store.record_seq().unwrap_or_else(|e| {
+            warn!(target: "p2p", error = %e, "cannot read the last member record's seq");
+            None
+        });
+        let seq = record_seq(wall, last);
+        // Stored before it is published: a restart with a clock set back
+        // still signs a later record, which peers take over this one.
+        if let Err(e) = self.store.set_record_seq(seq) {
+            warn!(target: "p2p", error = %e, "cannot store the member record's seq: not published");
+            return;
+        }
         let mut record = MemberRecord {
             public_key: key.compress(),
             seq,
@@ -377,10 +403,58 @@ impl Node {
             addrs,
             signature: [0; 96],
         };
-        record.signature = signer.sign_record(&record.signing_message()).compress();
-        info!(target: "p2p", epoch = newest, addrs = record.addrs.len(), "publishing the member record");
-        self.peers.directory.own =
-            Some(Own { record: record.clone(), at: now, epoch: newest, next });
+        match &self.sign.signer {
+            Some(super::Signing::Local(signer)) => {
+                record.signature = signer.sign_record(&record.signing_message()).compress();
+                self.publish_record(record, newest, next, now);
+            }
+            Some(super::Signing::Remote(remote, _)) => {
+                self.peers.directory.signing_record = Some(now);
+                let (remote, tx) = (remote.clone(), self.inbox.tx.clone());
+                tokio::spawn(async move {
+                    let result = remote.sign_record(&record, &key).await.map_err(|e| e.to_string());
+                    let signed = Box::new(record);
+                    let _ = tx.send(Internal::RecordSigned {
+                        record: signed,
+                        epoch: newest,
+                        next,
+                        result,
+                    });
+                });
+            }
+            None => {}
+        }
+    }
+
+    /// The remote signer answered for this node's record.
+    pub(super) fn on_record_signed(
+        &mut self,
+        mut record: MemberRecord,
+        epoch: u64,
+        next: Duration,
+        result: Result<Signature, String>,
+        now: Instant,
+    ) {
+        self.peers.directory.signing_record = None;
+        match result {
+            Ok(sig) => {
+                record.signature = sig.compress();
+                self.peers.directory.record_retry_at = None;
+                self.publish_record(record, epoch, next, now);
+            }
+            Err(e) => {
+                warn!(target: "p2p", error = %e, retry_in = ?RECORD_RETRY, "the remote signer did not sign the member record");
+                self.peers.directory.record_retry_at = Some(now + RECORD_RETRY);
+                // Whatever asked for this record (an epoch, a twin's record)
+                // still wants one.
+                self.peers.directory.republish = true;
+            }
+        }
+    }
+
+    fn publish_record(&mut self, record: MemberRecord, epoch: u64, next: Duration, now: Instant) {
+        info!(target: "p2p", epoch, addrs = record.addrs.len(), "publishing the member record");
+        self.peers.directory.own = Some(Own { record: record.clone(), at: now, epoch, next });
         self.publish(Gossip::Member(Box::new(record)));
     }
 
@@ -428,9 +502,26 @@ fn dialable(a: &Multiaddr) -> bool {
     }
 }
 
+/// A member record's `seq`: the wall clock in milliseconds, but always past
+/// the last one this node signed (`last`), so a clock set back does not make
+/// peers keep an older record (they take only a higher `seq`).
+fn record_seq(wall_ms: u64, last: Option<u64>) -> u64 {
+    last.map_or(wall_ms, |l| wall_ms.max(l.saturating_add(1)))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::dialable;
+    use super::{dialable, record_seq};
+
+    #[test]
+    fn a_record_seq_follows_the_clock_but_never_goes_back() {
+        assert_eq!(record_seq(5_000, None), 5_000);
+        assert_eq!(record_seq(5_000, Some(4_000)), 5_000);
+        // The clock set back (or two records in one millisecond).
+        assert_eq!(record_seq(5_000, Some(9_000)), 9_001);
+        assert_eq!(record_seq(5_000, Some(5_000)), 5_001);
+        assert_eq!(record_seq(0, Some(u64::MAX)), u64::MAX);
+    }
 
     #[test]
     fn unspecified_listen_addresses_are_not_published() {

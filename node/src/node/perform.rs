@@ -88,9 +88,13 @@ impl Node {
                     chain.confirm_announcement(&announcement, confirmations).await
                 }
                 // A dispute restored from a record written before
-                // announcements carried the block hash takes its block from
-                // the chain: the order's seed, and what it announces.
-                ConfirmSource::Chain if announcement.block_hash.is_zero() => {
+                // announcements carried the block hash or the order's
+                // entropy takes them from the chain: the order's seed, and
+                // what it announces.
+                ConfirmSource::Chain
+                    if announcement.block_hash.is_zero()
+                        || announcement.order_entropy.is_zero() =>
+                {
                     still_disputed_in(&chain, &mut announcement).await.map(|(c, _)| c)
                 }
                 ConfirmSource::Chain => chain.still_disputed(announcement.deal_id).await,
@@ -226,8 +230,9 @@ impl Node {
 
 /// Whether `a`'s deal is disputed at the latest block and, if so, whether
 /// its challenge transaction holds `a`'s `Disputed` log in a block now
-/// (whose number and hash are then written into `a`).
-async fn still_disputed_in(
+/// (whose number, hash and order entropy are then written into `a`). An
+/// error while that block has no successor yet (retried).
+pub(crate) async fn still_disputed_in(
     chain: &Chain,
     a: &mut DisputeAnnouncement,
 ) -> Result<(Confirmation, bool), ChainError> {
@@ -235,11 +240,12 @@ async fn still_disputed_in(
     if c != Confirmation::Disputed {
         return Ok((c, false));
     }
-    Ok(match chain.dispute_block(a).await? {
-        Some((number, hash)) => {
-            (a.block_number, a.block_hash) = (number, hash);
-            (c, true)
-        }
-        None => (c, false),
-    })
+    let Some((number, hash)) = chain.dispute_block(a).await? else { return Ok((c, false)) };
+    let Some(entropy) = chain.order_entropy(number, hash).await? else {
+        return Err(ChainError::Rpc(format!(
+            "block {number} ({hash}) has no successor on the endpoint yet"
+        )));
+    };
+    (a.block_number, a.block_hash, a.order_entropy) = (number, hash, entropy);
+    Ok((c, true))
 }

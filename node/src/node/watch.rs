@@ -117,6 +117,8 @@ pub(crate) struct Watcher {
     handled: VecDeque<Handled>,
     confirmations: Confirmations,
     max_range: u64,
+    /// The block of a `Disputed` log waiting for its successor (logged once).
+    waiting_for: Option<u64>,
 }
 
 impl Watcher {
@@ -139,7 +141,7 @@ impl Watcher {
                 settled: Vec::new(),
             });
         }
-        Self { next, handled, confirmations, max_range: max_range.max(1) }
+        Self { next, handled, confirmations, max_range: max_range.max(1), waiting_for: None }
     }
 
     /// One step: a reorg walk if the last handled block changed, else the
@@ -161,6 +163,19 @@ impl Watcher {
         let events = chain.events(from, to).await?;
         if chain.block_hash(to).await? != Some(hash) {
             return Ok(Step::Raced);
+        }
+        // A `Disputed` log in a block with no successor yet (the head's logs,
+        // with `confirmations = 0`) has no order entropy: the range is read
+        // again once the next block is there.
+        if let Some(a) = events.iter().find_map(|e| match e {
+            ChainEvent::Disputed(a) if a.order_entropy.is_zero() => Some(a),
+            _ => None,
+        }) {
+            if self.waiting_for != Some(a.block_number) {
+                self.waiting_for = Some(a.block_number);
+                info!(target: "chain", block = a.block_number, deal = %a.deal_id, "a Disputed log waits for the block after it (its order entropy)");
+            }
+            return Ok(Step::Idle { head: c.head, time: c.time });
         }
         let mut batch = Handled { from, to, hash, disputed: Vec::new(), settled: Vec::new() };
         for e in &events {
@@ -354,9 +369,24 @@ mod tests {
             Ok(Confirmed { head, time: 1_000 + head, block: head.saturating_sub(n) })
         }
 
+        /// As the chain's: a `Disputed` log has order entropy once its
+        /// block has a successor.
         async fn events(&self, from: u64, to: u64) -> Result<Vec<ChainEvent>, ChainError> {
+            let tip = self.tip();
             let logs = self.logs.lock().unwrap();
-            Ok(logs.range(from..=to).flat_map(|(_, e)| e.clone()).collect())
+            let mut out = Vec::new();
+            for (&n, events) in logs.range(from..=to) {
+                for e in events {
+                    let mut e = e.clone();
+                    if let ChainEvent::Disputed(a) = &mut e {
+                        if n < tip {
+                            a.order_entropy = hash(n + 1, 0xe0);
+                        }
+                    }
+                    out.push(e);
+                }
+            }
+            Ok(out)
         }
     }
 
@@ -376,6 +406,7 @@ mod tests {
             block_number: 0,
             tx_hash: B256::ZERO,
             block_hash: B256::ZERO,
+            order_entropy: B256::ZERO,
         }))
     }
 
@@ -408,6 +439,26 @@ mod tests {
             }
         }
         assert_eq!(ranges, vec![(3, 0), (6, 1), (7, 0)]);
+    }
+
+    /// With `confirmations = 0` a `Disputed` log in the head block has no
+    /// order entropy yet: its range is not handed on (nor the cursor moved)
+    /// until the next block is there; then it is, with the entropy.
+    #[tokio::test]
+    async fn a_disputed_log_in_the_head_waits_for_the_next_block() {
+        let chain = Script::new(5, 0);
+        chain.log(5, disputed(5));
+        let mut w = watcher(10);
+        assert!(matches!(w.step(&chain).await.unwrap(), Step::Idle { head: 5, .. }));
+        assert!(matches!(w.step(&chain).await.unwrap(), Step::Idle { head: 5, .. }));
+        chain.extend(1, 0);
+        match w.step(&chain).await.unwrap() {
+            Step::Batch { events, to: 6, .. } => match &events[..] {
+                [ChainEvent::Disputed(a)] => assert_eq!(a.order_entropy, hash(6, 0xe0)),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Blocks 5.. replaced: the walk stops at the newest batch still

@@ -442,10 +442,13 @@ async fn an_announcement_naming_an_earlier_request_of_the_same_id_is_not_confirm
     };
     // Nobody holds the witness: the first request expires and is refunded.
     let first = net.0.request_attestation(&honest, &[], 600).await.unwrap();
+    // (Its order entropy is drawn from the block after it.)
+    net.0.wait_past(first.block).await.unwrap();
     let earlier = logged(first.block, first.request_id).await;
     expire(&net.0, d.attestor, first.request_id).await;
     let again = net.0.request_attestation(&honest, &[], 1_800).await.unwrap();
     assert_eq!(again.request_id, first.request_id);
+    net.0.wait_past(again.block).await.unwrap();
     let now = logged(again.block, again.request_id).await;
     assert_ne!(now.block_hash, earlier.block_hash);
     let confirm = async |a: DisputeAnnouncement| {
@@ -456,6 +459,7 @@ async fn an_announcement_naming_an_earlier_request_of_the_same_id_is_not_confirm
         tx_hash: earlier.tx_hash,
         block_number: earlier.block_number,
         block_hash: earlier.block_hash,
+        order_entropy: earlier.order_entropy,
         ..now
     };
     assert_eq!(confirm(stale).await, Confirmation::Misplaced);

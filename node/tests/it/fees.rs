@@ -127,7 +127,8 @@ async fn a_restart_resumes_a_pending_resolve_instead_of_sending_another() {
     use crate::network::{launch, RELEASED, SETTLE};
     use resolvd_devnet::DealKind;
     // One submitter within the test's time (the others wait 10 minutes), and
-    // no confirmations, so no block is needed after the challenge.
+    // no confirmations, so only one block is needed after the challenge (the
+    // dispute's order entropy is drawn from it).
     let mut net = launch(|o| {
         o.submit_slot_ms = 600_000;
         o.confirmations = 0;
@@ -136,9 +137,13 @@ async fn a_restart_resumes_a_pending_resolve_instead_of_sending_another() {
     let content = net.0.deal_content(DealKind::Honest).await.unwrap();
     let provider = net.0.provider.clone();
     let open = net.0.open_dispute(&content, &[0, 1, 2, 3]).await.unwrap();
-    // No more blocks: the certificate's `resolve` stays in the pool.
+    // One more block at most, then none: the certificate's `resolve` stays
+    // in the pool.
     let _: () = provider.raw_request("evm_setIntervalMining".into(), (0u64,)).await.unwrap();
     let _: () = provider.raw_request("evm_setAutomine".into(), (false,)).await.unwrap();
+    if provider.get_block_number().await.unwrap() == open.block {
+        let _: serde_json::Value = provider.raw_request("evm_mine".into(), ()).await.unwrap();
+    }
     let operators: Vec<_> = net.0.nodes.iter().map(|n| n.operator).collect();
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     let (submitter, hash, nonce) = loop {

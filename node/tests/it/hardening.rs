@@ -200,6 +200,7 @@ async fn hostile_flood(
                             block_number: 1,
                             tx_hash: B256::ZERO,
                             block_hash: B256::ZERO,
+                            order_entropy: B256::ZERO,
                         };
                         publish(Topic::Disputes, a.encode_wire());
                     }
@@ -513,9 +514,11 @@ async fn a_content_flood_is_bounded_and_does_not_starve_other_peers() {
 }
 
 /// A gossiped announcement is confirmed only with the block its `Disputed`
-/// log is in (the block's hash seeds the dispute's submitter and aggregator
-/// order, so a peer must not be able to choose it): another block hash,
-/// block number or transaction is refuted by the node's own RPC.
+/// log is in and the order entropy drawn after it (together they seed the
+/// dispute's submitter and aggregator order, so a peer must not be able to
+/// choose either): another block hash, block number, transaction or entropy
+/// is refuted by the node's own RPC. The entropy is the next block's
+/// `prevrandao` (anvil draws a new one per block).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_announcement_naming_another_block_is_not_confirmed() {
     use alloy_provider::Provider;
@@ -530,6 +533,7 @@ async fn an_announcement_naming_another_block_is_not_confirmed() {
     // No node holds the witness: the deal stays disputed.
     let open = net.0.open_dispute(&content, &[]).await.unwrap();
     let chain = Chain::connect(&net.0.rpc_url, net.0.deployment.escrow, None).await.unwrap();
+    net.0.wait_past(open.block).await.unwrap();
     let a = chain
         .events(open.block, open.block)
         .await
@@ -542,6 +546,13 @@ async fn an_announcement_naming_another_block_is_not_confirmed() {
         .expect("the Disputed log");
     let block = net.0.provider.get_block_by_number(open.block.into()).await.unwrap().unwrap();
     assert_eq!(a.block_hash, block.header.hash, "the log's block");
+    let next = net.0.provider.get_block_by_number((open.block + 1).into()).await.unwrap().unwrap();
+    assert_ne!(next.header.mix_hash, block.header.mix_hash, "anvil draws prevrandao per block");
+    assert_eq!(a.order_entropy, next.header.mix_hash, "the next block's prevrandao");
+    // Not drawn yet for a block with no successor; an error for a block the
+    // next one does not follow.
+    assert_eq!(chain.order_entropy(open.block + 10_000, block.header.hash).await.unwrap(), None);
+    assert!(chain.order_entropy(open.block, block.header.parent_hash).await.is_err());
     let confirm = |a: resolvd_proto::wire::DisputeAnnouncement| {
         let chain = &chain;
         async move { chain.confirm_announcement(&a, Confirmations::Blocks(0)).await.unwrap() }
@@ -553,8 +564,62 @@ async fn an_announcement_naming_another_block_is_not_confirmed() {
         resolvd_proto::wire::DisputeAnnouncement { block_hash: B256::ZERO, ..a.clone() },
         resolvd_proto::wire::DisputeAnnouncement { block_number: a.block_number + 1, ..a.clone() },
         resolvd_proto::wire::DisputeAnnouncement { tx_hash: keccak256(a.tx_hash), ..a.clone() },
+        resolvd_proto::wire::DisputeAnnouncement {
+            order_entropy: block.header.mix_hash,
+            ..a.clone()
+        },
+        resolvd_proto::wire::DisputeAnnouncement { order_entropy: a.block_hash, ..a.clone() },
+        resolvd_proto::wire::DisputeAnnouncement { order_entropy: B256::ZERO, ..a.clone() },
     ] {
         assert_eq!(confirm(lie.clone()).await, Confirmation::Misplaced, "{lie:?}");
     }
+    let _ = &mut net;
+}
+
+/// A dispute record stored without its block hash and order entropy (as
+/// written before announcements carried them), not worked on yet (nobody
+/// holds the witness), is re-checked on chain when the node restarts: it
+/// takes both from the challenge's receipt and the block after it, and is
+/// stored again with them, so it orders the committee as every other node
+/// does. (One already signed takes them the same way:
+/// `a_restored_dispute_without_its_order_entropy_takes_it_from_the_chain`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_dispute_without_its_order_entropy_reads_it_from_the_chain() {
+    use alloy_provider::Provider;
+    use resolvd_proto::wire::DisputeAnnouncement;
+    let mut net = launch(|o| o.nodes = 1).await;
+    let head = net.0.provider.get_block_number().await.unwrap();
+    let content = net.0.deal_content_at(DealKind::Honest, head).await.unwrap();
+    // No node holds the witness: the deal stays disputed.
+    let open = net.0.open_dispute(&content, &[]).await.unwrap();
+    let path = format!("/disputes/{}", open.deal_id);
+    let seen = async |net: &Devnet| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while net.nodes[0].get(&path).await.is_err() {
+            assert!(std::time::Instant::now() < deadline, "the node never showed the dispute");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let stored = |net: &Devnet| {
+        let store = net.node_store(0).unwrap();
+        let found = store.disputes().unwrap().into_iter().find(|(a, _)| a.deal_id == open.deal_id);
+        found.expect("the dispute's record")
+    };
+    seen(&net.0).await;
+    net.0.nodes[0].kill();
+    let (a, status) = stored(&net.0);
+    let block = net.0.provider.get_block_by_number(a.block_number.into()).await.unwrap().unwrap();
+    let next =
+        net.0.provider.get_block_by_number((a.block_number + 1).into()).await.unwrap().unwrap();
+    assert_eq!(a.block_hash, block.header.hash);
+    assert_eq!(a.order_entropy, next.header.mix_hash, "the next block's prevrandao");
+    let old =
+        DisputeAnnouncement { block_hash: B256::ZERO, order_entropy: B256::ZERO, ..a.clone() };
+    net.0.node_store(0).unwrap().put_dispute(&old, status).unwrap();
+    assert_eq!(stored(&net.0).0, old, "the record as an older node wrote it");
+    net.0.start_node(0).unwrap();
+    seen(&net.0).await;
+    net.0.nodes[0].kill();
+    assert_eq!(stored(&net.0).0, a, "block and entropy read back from the chain");
     let _ = &mut net;
 }

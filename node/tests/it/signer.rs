@@ -113,6 +113,42 @@ async fn nodes_sign_through_a_separate_signer_that_holds_the_protection() {
     assert_eq!(net.0.wait_settled(first.deal_id, SETTLE).await.unwrap().settlement, RELEASED);
     let v = net.0.nodes[3].get(&format!("/disputes/{}", first.deal_id)).await.unwrap();
     assert!(v["own_signature"].is_string(), "node 3 did not sign through the signer: {v}");
+    // Its member record too (under the record DST: no protection involved),
+    // verified by the daemon before it publishes it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !(std::fs::read_to_string(&signer_log).unwrap().contains("signed a member record")
+        && net.0.nodes[3].log_tail(2_000).contains("publishing the member record"))
+    {
+        assert!(std::time::Instant::now() < deadline, "node 3 published no member record");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let tail = net.0.nodes[3].log_tail(2_000);
+    assert!(!tail.contains("did not sign the member record"), "{tail}");
+    // A record the wire format refuses is not signed.
+    let addrs: Vec<String> = (0..9).map(|_| format!("0x{}", "04".repeat(8))).collect();
+    let record = serde_json::json!({ "seq": 1, "peerId": "0x0024", "addrs": addrs });
+    let sign_record = |auth: bool| {
+        let r = http.post(format!("{base}/v1/sign-record")).json(&record);
+        if auth {
+            r.bearer_auth("s3cret-token-0123456789")
+        } else {
+            r
+        }
+    };
+    assert_eq!(sign_record(false).send().await.unwrap().status(), 401);
+    let r = sign_record(true).send().await.unwrap();
+    assert_eq!(r.status(), 400, "{}", r.text().await.unwrap());
+    // Nor one whose seq would outrank every later record of the key.
+    let ahead = serde_json::json!({ "seq": u64::MAX, "peerId": "0x0024", "addrs": [] });
+    let r = http
+        .post(format!("{base}/v1/sign-record"))
+        .bearer_auth("s3cret-token-0123456789")
+        .json(&ahead)
+        .send()
+        .await
+        .unwrap();
+    let text = r.text().await.unwrap();
+    assert!(text.contains("ahead of this signer's clock"), "{text}");
 
     // A second daemon on the same signer (one per signer is the supported
     // setup), made to sign the opposite outcome.

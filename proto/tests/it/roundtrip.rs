@@ -320,7 +320,7 @@ proptest! {
     fn dispute_announcement_roundtrip(
         c in commitment(), chain_id in small_u64(), escrow in address(),
         epoch in small_u64(), deadline in small_u64(), block in small_u64(), tx in b256(),
-        block_hash in b256(),
+        block_hash in b256(), order_entropy in b256(),
     ) {
         wire_roundtrip(&DisputeAnnouncement {
             chain_id,
@@ -337,6 +337,7 @@ proptest! {
             block_number: block,
             tx_hash: tx,
             block_hash,
+            order_entropy,
         })?;
     }
 
@@ -455,13 +456,9 @@ fn non_canonical_encodings_are_rejected() {
     }
 }
 
-/// An announcement without a block hash (a record stored before the field
-/// existed) decodes with a zero hash and re-encodes to the same bytes; a
-/// zero hash spelled out is not the canonical encoding, and a short one is
-/// malformed.
-#[test]
-fn an_announcement_without_its_block_hash_decodes_to_zero() {
-    let a = DisputeAnnouncement {
+/// An announcement with `block_hash` and no order entropy.
+fn announcement(block_hash: B256) -> DisputeAnnouncement {
+    DisputeAnnouncement {
         chain_id: 31337,
         escrow: Address::repeat_byte(0xe5),
         deal_id: B256::repeat_byte(1),
@@ -475,8 +472,18 @@ fn an_announcement_without_its_block_hash_decodes_to_zero() {
         resolve_deadline: 1_000,
         block_number: 10,
         tx_hash: B256::repeat_byte(8),
-        block_hash: B256::ZERO,
-    };
+        block_hash,
+        order_entropy: B256::ZERO,
+    }
+}
+
+/// An announcement without a block hash (a record stored before the field
+/// existed) decodes with a zero hash and re-encodes to the same bytes; a
+/// zero hash spelled out is not the canonical encoding, and a short one is
+/// malformed.
+#[test]
+fn an_announcement_without_its_block_hash_decodes_to_zero() {
+    let a = announcement(B256::ZERO);
     let bytes = a.encode_wire();
     assert_eq!(DisputeAnnouncement::decode_canonical(&bytes).unwrap(), a);
     let with = DisputeAnnouncement { block_hash: B256::repeat_byte(9), ..a.clone() }.encode_wire();
@@ -489,6 +496,29 @@ fn an_announcement_without_its_block_hash_decodes_to_zero() {
         Err(resolvd_proto::WireError::NonCanonical { .. })
     ));
     let short = [bytes, vec![0x72, 31], vec![9; 31]].concat();
+    assert!(DisputeAnnouncement::decode_wire(&short).is_err());
+}
+
+/// The order's entropy is optional the same way (field 15): absent is zero,
+/// a zero spelled out is not canonical, a short one is malformed, and a
+/// present one survives the round trip.
+#[test]
+fn an_announcement_without_its_order_entropy_decodes_to_zero() {
+    let a = announcement(B256::repeat_byte(9));
+    let bytes = a.encode_wire();
+    assert_eq!(DisputeAnnouncement::decode_canonical(&bytes).unwrap(), a);
+    let b = DisputeAnnouncement { order_entropy: B256::repeat_byte(0x0e), ..a.clone() };
+    let with = b.encode_wire();
+    assert_eq!(with.len(), bytes.len() + 34, "field 15: a tag, a length, 32 bytes");
+    assert_eq!(DisputeAnnouncement::decode_canonical(&with).unwrap(), b);
+    // Field 15 (bytes): tag 15 << 3 | 2 = 0x7a.
+    let spelled = [bytes.clone(), vec![0x7a, 32], vec![0; 32]].concat();
+    assert_eq!(DisputeAnnouncement::decode_wire(&spelled).unwrap(), a);
+    assert!(matches!(
+        DisputeAnnouncement::decode_canonical(&spelled),
+        Err(resolvd_proto::WireError::NonCanonical { .. })
+    ));
+    let short = [bytes, vec![0x7a, 31], vec![9; 31]].concat();
     assert!(DisputeAnnouncement::decode_wire(&short).is_err());
 }
 

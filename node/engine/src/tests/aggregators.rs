@@ -113,17 +113,28 @@ fn own_partials_go_to_the_aggregators_then_to_the_next_group_then_to_everyone() 
     assert!(!publishes_verdict(&actions) && sends(&actions).is_empty(), "{actions:?}");
 }
 
-/// The order, and so who aggregates, is seeded by the block of the
-/// `Disputed` log, not by the deal id alone (which the buyer chooses): the
-/// same deal disputed in another block has another first aggregator.
+/// The order, and so who aggregates, is seeded by the entropy of the
+/// dispute's block (the next block's `prevrandao`), not by the deal id alone
+/// (which the buyer chooses) nor by the block's hash (which its builder can
+/// vary): the same deal with another entropy has another first aggregator;
+/// another block hash with the same entropy leaves the order as it was; a
+/// record without entropy orders by the block's hash.
 #[test]
-fn the_aggregators_follow_the_disputes_block_not_the_deal_id_alone() {
+fn the_aggregators_follow_the_disputes_entropy_not_the_deal_id_nor_the_block_hash() {
     let a = announcement(1);
     let first = |a: &DisputeAnnouncement| order(a)[0];
     let b = (0..=u8::MAX)
-        .map(|x| DisputeAnnouncement { block_hash: B256::repeat_byte(x), ..a.clone() })
+        .map(|x| DisputeAnnouncement { order_entropy: B256::repeat_byte(x), ..a.clone() })
         .find(|b| first(b) != first(&a))
-        .expect("another block puts another member first");
+        .expect("other entropy puts another member first");
+    for x in 0..=u8::MAX {
+        let ground = DisputeAnnouncement { block_hash: B256::repeat_byte(x), ..a.clone() };
+        assert_eq!(order(&ground), order(&a), "a ground block hash moves nobody");
+    }
+    let legacy = DisputeAnnouncement { order_entropy: B256::ZERO, ..a.clone() };
+    let by_hash = DisputeAnnouncement { order_entropy: a.block_hash, ..a.clone() };
+    assert_eq!(order(&legacy), order(&by_hash), "no entropy: the block's hash");
+    assert_ne!(order_seed(&legacy), order_seed(&a));
     for a in [a, b] {
         let order = order(&a);
         let mut rig = Rig::with(Some(order[3] as usize), aggregating());
@@ -231,7 +242,7 @@ fn a_collector_sends_its_complete_slice_to_the_aggregators() {
 }
 
 /// A dispute opened again (an Attestor's question asked again, its new
-/// `Disputed` log in another block) orders by the new block: what this node
+/// `Disputed` log in another block) orders by the new block's entropy: what this node
 /// was collecting was cut from the old order and is dropped, not sent along
 /// it (nor read out of an order not computed yet).
 #[test]
@@ -257,6 +268,7 @@ fn a_reopened_dispute_drops_the_slices_of_its_old_order() {
         resolve_deadline: a.resolve_deadline + 3_600,
         block_number: a.block_number + 100,
         block_hash: B256::repeat_byte(0x77),
+        order_entropy: B256::repeat_byte(0x78),
         ..a.clone()
     };
     rig.engine.on_disputed_log(again.clone(), rig.now);
@@ -298,6 +310,44 @@ fn an_aggregator_certifies_from_a_slice_aggregate_and_its_own_partial() {
     assert_eq!(view.signers.values().next().unwrap().len(), 3);
     // Once certified, aggregates are ignored unverified.
     rig.engine.on_gossip(origin(42), Gossip::Aggregate(Box::new(aggregate_of(&slice))), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Aggregates, Validation::Ignore)]);
+}
+
+/// A collector that saw the dispute a poll earlier sends its slice's
+/// aggregate before this aggregator confirmed the dispute: it is held (no
+/// verdict yet), taken once the dispute starts, and certifies with the own
+/// partial; held copies of a dispute that never starts here expire unheld.
+#[test]
+fn an_aggregate_that_arrives_before_its_dispute_is_held_until_it_starts() {
+    let a = announcement(1);
+    let order = order(&a);
+    let me = order[0];
+    let mut rig = Rig::with(Some(me as usize), sliced());
+    let yes = commitment(&a, ReexecVerdict::Reproduced);
+    let slice: Vec<SignedVerdict> = {
+        let mut s = vec![order[2], order[3]];
+        s.sort_unstable();
+        s.into_iter().map(|i| partial(i as usize, EPOCH, yes)).collect()
+    };
+    rig.engine.on_gossip(origin(41), Gossip::Aggregate(Box::new(aggregate_of(&slice))), rig.now);
+    assert!(reports(&rig.drain()).is_empty(), "held, not judged");
+    rig.sign_through(&a, ReexecVerdict::Reproduced);
+    let actions = rig.batch();
+    assert_eq!(reports(&actions), vec![(Topic::Aggregates, Validation::Accept)]);
+    let qc = certificate_of(&actions).expect("a certificate");
+    assert_eq!(qc.non_signers, vec![order[1]]);
+    // Another deal's aggregate, never confirmed here: IGNOREd when it expires.
+    let b = announcement(2);
+    let other = commitment(&b, ReexecVerdict::Reproduced);
+    let slice: Vec<SignedVerdict> =
+        slice.iter().map(|p| partial(p.signer_index as usize, EPOCH, other)).collect();
+    rig.engine.on_gossip(origin(43), Gossip::Aggregate(Box::new(aggregate_of(&slice))), rig.now);
+    assert!(reports(&rig.drain()).is_empty());
+    let actions = tick_after(&mut rig, EngineConfig::default().buffer_ttl);
+    assert_eq!(reports(&actions), vec![(Topic::Aggregates, Validation::Ignore)]);
+    // Larger than a slice (2 here): not held, whatever it claims.
+    let wide: Vec<SignedVerdict> = (1..4).map(|i| partial(i, EPOCH, other)).collect();
+    rig.engine.on_gossip(origin(44), Gossip::Aggregate(Box::new(aggregate_of(&wide))), rig.now);
     assert_eq!(reports(&rig.drain()), vec![(Topic::Aggregates, Validation::Ignore)]);
 }
 
@@ -368,4 +418,47 @@ fn aggregates_are_ignored_unverified_when_flooding_and_with_commit_reveal() {
     rig.drain();
     rig.engine.on_gossip(origin(51), Gossip::Aggregate(Box::new(aggregate_of(&slice))), rig.now);
     assert_eq!(reports(&rig.drain()), vec![(Topic::Aggregates, Validation::Ignore)]);
+}
+
+/// A dispute restored from a record without its order entropy (written
+/// before announcements carried it) is ordered by its block's hash until the
+/// chain names the entropy: it asks the chain at once, then takes the
+/// entropy, stores it and sends along the order every other node uses.
+#[test]
+fn a_restored_dispute_without_its_order_entropy_takes_it_from_the_chain() {
+    let a = announcement(1);
+    let legacy = DisputeAnnouncement { order_entropy: B256::ZERO, ..a.clone() };
+    let members = [0, 1, 2, 3];
+    let group =
+        |a: &DisputeAnnouncement, round| aggregator_group(&order_seed(a), &members, 1, round);
+    // A member outside both orders' first two groups.
+    let me = (0..4)
+        .find(|m| ![group(&a, 0), group(&a, 1), group(&legacy, 0)].iter().any(|g| g.contains(m)))
+        .expect("4 members, at most 3 of them in those groups");
+    let own =
+        Rig::with(Some(me as usize), aggregating()).sign_through(&a, ReexecVerdict::Reproduced);
+    let mut rig = Rig::with(Some(me as usize), aggregating());
+    rig.engine.restore(legacy.clone(), DisputeStatus::Active, vec![own], None, rig.now);
+    let actions = rig.drain();
+    assert!(
+        actions.iter().any(|x| matches!(x, Action::Confirm { announcement, source: ConfirmSource::Chain, .. } if **announcement == legacy)),
+        "{actions:?}"
+    );
+    assert_eq!(
+        sends(&actions),
+        vec![(group(&legacy, 0), "verdict")],
+        "ordered by the block's hash meanwhile"
+    );
+    rig.engine.on_confirmed(a.clone(), ConfirmSource::Chain, Ok(Confirmation::Disputed), rig.now);
+    let actions = rig.drain();
+    assert!(
+        matches!(&actions[..], [Action::PersistDispute(info, DisputeStatus::Active)] if **info == a),
+        "stored with the entropy, not started again: {actions:?}"
+    );
+    assert_eq!(rig.phase(&a), Phase::Signed);
+    let actions = tick_after(&mut rig, ESCALATE);
+    assert_eq!(sends(&actions), vec![(group(&a, 1), "verdict")], "the order every node uses");
+    // Once complete, a confirmation of it changes nothing.
+    rig.engine.on_confirmed(a.clone(), ConfirmSource::Chain, Ok(Confirmation::Disputed), rig.now);
+    assert!(rig.drain().is_empty());
 }

@@ -214,7 +214,7 @@ fn withholding_aggregators_are_routed_around_by_escalation() {
     assert!(latency.p50 >= ESCALATE_MS as f64, "{}", r.to_json());
     // Placed at random, the same number of withholders leaves honest members
     // in the first group, and no member needs to escalate. So does a deal id
-    // ground to put them first: the order is seeded by the dispute's block.
+    // ground to put them first: the order is seeded by the dispute's entropy.
     for faults in ["withhold=1/3", "withhold=1/3,ground-deal"] {
         let r = run(aggregating(64, 13, faults)).unwrap();
         assert!(r.all_honest_certified, "{faults}: {}", r.to_json());
