@@ -552,15 +552,12 @@ impl Chain {
                 return Ok(Confirmation::Misplaced);
             }
             // So is the entropy drawn after it: a peer must not choose that.
-            return match this.order_entropy(a.block_number, a.block_hash).await? {
-                Some(e) if e == a.order_entropy => Ok(Confirmation::Disputed),
-                Some(_) => Ok(Confirmation::Misplaced),
-                None => Err(ChainError::Rpc(format!(
-                    "block {} is not followed by a block on block {} yet",
-                    a.block_number + 1,
-                    a.block_hash
-                ))),
-            };
+            let drawn = this.drawn_order_entropy(a.block_number, a.block_hash).await?;
+            return Ok(if drawn == a.order_entropy {
+                Confirmation::Disputed
+            } else {
+                Confirmation::Misplaced
+            });
         }
         let latest = this.deal(a.deal_id, None).await?;
         Ok(if latest.state == deal_state::NONE {
@@ -623,6 +620,14 @@ impl Chain {
         }
         // A development chain that draws no prevrandao: the block's hash.
         Ok(Some(if next.mix_hash.is_zero() { hash } else { next.mix_hash }))
+    }
+
+    /// [`Self::order_entropy`], an error while it is not drawn yet (no block
+    /// after `number` at the endpoint: to be asked again).
+    pub async fn drawn_order_entropy(&self, number: u64, hash: B256) -> Result<B256, ChainError> {
+        self.order_entropy(number, hash).await?.ok_or_else(|| {
+            ChainError::Rpc(format!("block {number} ({hash}) has no successor at the endpoint yet"))
+        })
     }
 
     /// Whether `deal_id` is disputed at the latest block.
@@ -1094,7 +1099,8 @@ impl Chain {
                 Some(&e) => e,
                 None => {
                     let e = self.order_entropy(key.0, key.1).await?.unwrap_or_default();
-                    *entropy.entry(key).or_insert(e)
+                    entropy.insert(key, e);
+                    e
                 }
             };
         }

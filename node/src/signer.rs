@@ -178,6 +178,14 @@ pub struct CommitTo {
 /// How far ahead of the signer's clock (ms) a member record's seq may be.
 pub const MAX_RECORD_SEQ_AHEAD_MS: u64 = 10 * 60 * 1_000;
 
+/// The wall clock in milliseconds since the Unix epoch: what a member
+/// record's `seq` follows (0 before the epoch, saturated far after it).
+pub(crate) fn wall_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// A member record to sign ([`MemberRecord`] without its key and signature).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -265,9 +273,7 @@ async fn sign_record(State(s): State<Arc<Signer>>, headers: HeaderMap, body: Bod
         .map_err(|e| error(StatusCode::BAD_REQUEST, format!("not a record request: {e}")))?;
     // A daemon host that holds the token must not pin the key's record: a
     // seq far ahead of the clock would outrank every later record.
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let now_ms = wall_clock_ms();
     if req.seq > now_ms.saturating_add(MAX_RECORD_SEQ_AHEAD_MS) {
         warn!(target: "signer", seq = req.seq, now_ms, "member record seq ahead of the clock: refused");
         return Err(error(

@@ -42,7 +42,7 @@ use resolvd_consensus::{PublicKey, Signature};
 use resolvd_proto::wire::{MemberRecord, MAX_RECORD_ADDRS};
 use std::{
     collections::{HashMap, HashSet},
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 use tracing::{debug, info, warn};
 
@@ -382,9 +382,7 @@ impl Node {
                 .map(|a| a.to_vec())
                 .collect(),
         };
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let wall = crate::signer::wall_clock_ms();
         let last = self.store.record_seq().unwrap_or_else(|e| {
             warn!(target: "p2p", error = %e, "cannot read the last member record's seq");
             None

@@ -241,11 +241,7 @@ pub(crate) async fn still_disputed_in(
         return Ok((c, false));
     }
     let Some((number, hash)) = chain.dispute_block(a).await? else { return Ok((c, false)) };
-    let Some(entropy) = chain.order_entropy(number, hash).await? else {
-        return Err(ChainError::Rpc(format!(
-            "block {number} ({hash}) has no successor on the endpoint yet"
-        )));
-    };
+    let entropy = chain.drawn_order_entropy(number, hash).await?;
     (a.block_number, a.block_hash, a.order_entropy) = (number, hash, entropy);
     Ok((c, true))
 }
