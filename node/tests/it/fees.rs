@@ -186,10 +186,34 @@ async fn a_restart_resumes_a_pending_resolve_instead_of_sending_another() {
     }
     let receipt = provider.get_transaction_receipt(hash).await.unwrap();
     assert!(receipt.is_some_and(|r| r.status()), "the transaction sent before the kill settled it");
-    assert_eq!(
-        provider.get_transaction_count(account).await.unwrap(),
-        nonce + 1,
-        "the restarted node sent a second transaction"
-    );
+    // Every transaction of the submitter's account since the challenge: one
+    // `resolve`, the one sent before the kill. (It may also have sent
+    // `includeSigners`: a certificate built before its own partial arrived
+    // leaves it out, and it includes itself, as any left-out signer does.)
+    let mut resolves = Vec::new();
+    let head = provider.get_block_number().await.unwrap();
+    for n in open.block..=head {
+        let block = provider.get_block_by_number(n.into()).full().await.unwrap().unwrap();
+        for tx in block.transactions.into_transactions() {
+            use alloy_consensus::Transaction;
+            use alloy_sol_types::SolCall;
+            let input = tx.input();
+            if tx.inner.signer() != account {
+                continue;
+            }
+            let selector = input.get(..4).unwrap_or_default();
+            if selector == resolvd_node::contracts::IEscrow::resolveCall::SELECTOR {
+                resolves.push(*tx.inner.tx_hash());
+            } else {
+                assert_eq!(
+                    selector,
+                    resolvd_node::contracts::IEscrow::includeSignersCall::SELECTOR,
+                    "the submitter sent something else"
+                );
+            }
+        }
+    }
+    assert_eq!(resolves, vec![hash], "the restarted node sent a second resolve");
+    assert!(provider.get_transaction_count(account).await.unwrap() > nonce);
     assert_eq!(net.0.verdict_logs(open.deal_id).await.unwrap().len(), 1);
 }
