@@ -953,8 +953,8 @@ impl Node {
                 }
                 self.engine.on_content_stored(now);
             }
-            ChainEvent::VerdictCommitted { deal_id, tx_hash, .. } => {
-                self.engine.on_settled_log(deal_id, Some(tx_hash), now);
+            ChainEvent::VerdictCommitted { deal_id, tx_hash, commitment } => {
+                self.engine.on_verdict_log(deal_id, tx_hash, commitment.as_ref(), now);
                 self.include_if_left_out(deal_id);
                 self.distribute_when_closed(deal_id);
             }

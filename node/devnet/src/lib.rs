@@ -57,6 +57,28 @@ pub const GAS_REFUND_CAP: u128 = 10u128.pow(16);
 /// Where slashed bonds go (the registry's sink).
 pub const SLASH_SINK: Address = address!("0x000000000000000000000000000000000000dEaD");
 
+/// Every HTTP request the devnet sends (JSON-RPC, node APIs) gives up after
+/// this: a request lost on an emulated link is an error naming it, not a
+/// test that waits forever.
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The devnet's HTTP client ([`HTTP_TIMEOUT`]).
+pub fn http_client() -> eyre::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .timeout(HTTP_TIMEOUT)
+        .connect_timeout(Duration::from_secs(10))
+        .build()?)
+}
+
+/// A provider for `url` whose requests time out ([`HTTP_TIMEOUT`]).
+pub fn http_provider(url: &str) -> eyre::Result<DynProvider> {
+    let url: reqwest::Url = url.parse()?;
+    let local = alloy_transport::utils::guess_local_url(url.as_str());
+    let transport = alloy_transport_http::Http::with_client(http_client()?, url);
+    let client = alloy_rpc_client::RpcClient::new(transport, local);
+    Ok(ProviderBuilder::new().connect_client(client).erased())
+}
+
 /// A free TCP port on 127.0.0.1 for a process started later.
 ///
 /// The port is only reserved until the caller's child binds it, so it is
@@ -450,6 +472,7 @@ pub struct DevNode {
     /// The network namespace it runs in ([`DevnetOptions::netns`]).
     pub netns: Option<resolvd_netns::NsHost>,
     child: Option<Child>,
+    http: reqwest::Client,
 }
 
 impl DevNode {
@@ -551,20 +574,20 @@ impl DevNode {
     /// `GET` a JSON API path.
     pub async fn get(&self, path: &str) -> eyre::Result<serde_json::Value> {
         let url = format!("http://{}{path}", self.api);
-        let res = reqwest::get(&url).await.wrap_err_with(|| format!("GET {url}"))?;
+        let res = self.http.get(&url).send().await.wrap_err_with(|| format!("GET {url}"))?;
         ensure!(res.status().is_success(), "GET {url}: {}", res.status());
         Ok(res.json().await?)
     }
 
     /// `GET /metrics` text.
     pub async fn metrics(&self) -> eyre::Result<String> {
-        Ok(reqwest::get(format!("http://{}/metrics", self.api)).await?.text().await?)
+        Ok(self.http.get(format!("http://{}/metrics", self.api)).send().await?.text().await?)
     }
 
     /// `PUT /content/{hash}?type=tag`; returns the HTTP status.
     pub async fn put_content(&self, tag: &str, hash: B256, bytes: Vec<u8>) -> eyre::Result<u16> {
         let url = format!("http://{}/content/{hash}?type={tag}", self.api);
-        let mut req = reqwest::Client::new().put(&url).body(bytes);
+        let mut req = self.http.put(&url).body(bytes);
         if let Some(token) = &self.config.api.content_token_file {
             req = req.bearer_auth(std::fs::read_to_string(token)?.trim());
         }
@@ -576,7 +599,7 @@ impl DevNode {
     pub async fn wait_healthy(&mut self, timeout: Duration) -> eyre::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Ok(r) = reqwest::get(format!("http://{}/health", self.api)).await {
+            if let Ok(r) = self.http.get(format!("http://{}/health", self.api)).send().await {
                 if r.status().is_success() {
                     return Ok(());
                 }
@@ -829,7 +852,7 @@ impl Devnet {
             }
             _ => (rpc_url.clone(), rpc_url, None),
         };
-        let provider = ProviderBuilder::new().connect_http(rpc_url.parse()?).erased();
+        let provider = http_provider(&rpc_url)?;
         wait_for_chain(&provider, &rpc_url).await?;
         let accounts = provider.get_accounts().await?;
         ensure!(accounts.len() >= 4, "anvil has too few accounts");
@@ -987,6 +1010,7 @@ impl Devnet {
                 operator,
                 netns: None,
                 child: None,
+                http: http_client()?,
             });
         }
         // Every resolver joins the committee in one epoch, after the warm-up.
@@ -1242,7 +1266,7 @@ impl Devnet {
     /// A fresh provider (its nonce cache forgotten): needed after an
     /// `evm_revert`, which takes the accounts' nonces back.
     pub fn reconnect(&mut self) -> eyre::Result<()> {
-        self.provider = ProviderBuilder::new().connect_http(self.rpc_url.parse()?).erased();
+        self.provider = http_provider(&self.rpc_url)?;
         Ok(())
     }
 

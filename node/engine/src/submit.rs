@@ -88,6 +88,24 @@ impl<O: MessageOrigin> Engine<O> {
         self.settle(deal_id, tx, now);
     }
 
+    /// `VerdictCommitted`: the deal settled by `tx` on a certificate for
+    /// `commitment`. A node that saw the settlement before any certificate
+    /// (or whose own signature was the only one it had) takes the certified
+    /// outcome from the log; one it already holds is kept.
+    pub fn on_verdict_log(
+        &mut self,
+        deal_id: B256,
+        tx: B256,
+        commitment: Option<&resolvd_proto::VerdictCommitment>,
+        now: Instant,
+    ) {
+        self.settle(deal_id, Some(tx), now);
+        let Some(c) = commitment.filter(|c| c.deal_id == deal_id) else { return };
+        if let Some(d) = self.disputes.get_mut(&deal_id) {
+            d.record.certified_outcome.get_or_insert(c.outcome);
+        }
+    }
+
     pub(crate) fn settle(&mut self, deal_id: B256, tx: Option<B256>, now: Instant) {
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
         if d.phase == Phase::Settled {

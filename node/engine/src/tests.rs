@@ -357,6 +357,28 @@ fn phases_run_in_order_and_the_partial_is_persisted_before_it_is_gossiped() {
         .any(|x| matches!(x, Action::PersistDispute(_, DisputeStatus::Settled))));
 }
 
+/// A node that sees the settlement before any certificate (it holds only its
+/// own partial) takes the certified outcome from `VerdictCommitted`; a log
+/// carrying another deal's commitment changes nothing.
+#[test]
+fn the_certified_outcome_comes_from_the_verdict_log_when_no_certificate_arrived() {
+    let mut rig = Rig::new(Some(0));
+    let a = announcement(1);
+    let p = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    let other = announcement(2);
+    let foreign = commitment(&other, ReexecVerdict::Failed);
+    rig.engine.on_verdict_log(a.deal_id, B256::repeat_byte(8), Some(&foreign), rig.now);
+    let view = rig.engine.view(&a.deal_id).unwrap();
+    assert_eq!(view.phase, Phase::Settled);
+    assert_eq!(view.certified_outcome, None, "another deal's commitment was taken");
+    // The same log again, now with this deal's commitment.
+    rig.engine.on_verdict_log(a.deal_id, B256::repeat_byte(8), Some(&p.commitment), rig.now);
+    let view = rig.engine.view(&a.deal_id).unwrap();
+    assert_eq!(view.certified_outcome, Some(ReexecVerdict::Reproduced));
+    assert_eq!(view.settled_by, Some(B256::repeat_byte(8)));
+    assert_eq!(view.certificate_non_signers, None, "no certificate is invented");
+}
+
 #[test]
 fn operational_errors_back_off_exponentially_are_never_signed_and_expire_at_the_chain_deadline() {
     let mut rig = Rig::new(Some(0));

@@ -101,6 +101,12 @@ fn links_delay_and_partition_traffic_between_namespaces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_namespaced_nodes_settle_disputes_over_wan_links() {
     let nodes = 16;
+    // The devnet's progress (deployed, registered, up) on stderr: a run that
+    // fails or times out shows how far it got.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("devnet=info")
+        .with_writer(std::io::stderr)
+        .try_init();
     let Some(topology) = topology(NetnsOptions::new(nodes)) else { return };
     let prefix = topology.prefix().to_owned();
     assert_eq!(namespaces_of(std::process::id()).len(), nodes + 1, "one namespace per host");
