@@ -388,6 +388,8 @@ async fn scale_bench() {
     let (mut to_settle, mut seen_to_cert, mut seen_to_settle) =
         (Vec::new(), Vec::new(), Vec::new());
     let s0 = Snapshot::take(&topology, &net.0, ticks).await;
+    // Markers for a profiler run alongside (the sequence is what it should see).
+    eprintln!("scale_bench: dispute sequence starts");
     for k in 0..disputes {
         let (content, expected) =
             if k % 2 == 0 { (&honest, RELEASED) } else { (&false_claim, REFUNDED) };
@@ -408,6 +410,7 @@ async fn scale_bench() {
         }
     }
     let s1 = Snapshot::take(&topology, &net.0, ticks).await;
+    eprintln!("scale_bench: dispute sequence ends");
     let sequence_secs = (s1.at - s0.at).as_secs_f64();
     let report_usage = usage(&s0, &s1, nodes, disputes as f64);
     // A second idle window after the sequence: the idle rate is the mean of
