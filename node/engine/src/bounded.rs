@@ -2,7 +2,7 @@
 //! ([`Quota`]) and entries held per deal ([`BoundedBuffer`]).
 
 use alloy_primitives::B256;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 /// A set of the newest `cap` ids (insertion order; the oldest is forgotten first).
 #[derive(Debug)]
@@ -78,14 +78,16 @@ impl<P: Clone + Eq + std::hash::Hash> Quota<P> {
 }
 
 /// Entries held per deal, with their total count (the early buffers).
+/// Ordered by deal id, so that what expires at one instant comes out in
+/// the same order on every run (the simulator's runs are byte-identical).
 pub(crate) struct BoundedBuffer<T> {
-    by_deal: HashMap<B256, Vec<T>>,
+    by_deal: BTreeMap<B256, Vec<T>>,
     len: usize,
 }
 
 impl<T> Default for BoundedBuffer<T> {
     fn default() -> Self {
-        Self { by_deal: HashMap::new(), len: 0 }
+        Self { by_deal: BTreeMap::new(), len: 0 }
     }
 }
 
@@ -108,7 +110,8 @@ impl<T> BoundedBuffer<T> {
         taken
     }
 
-    /// Takes every entry `expired` says is, of every deal.
+    /// Takes every entry `expired` says is: deal by deal in id order, each
+    /// deal's in arrival order.
     pub(crate) fn drain_expired(&mut self, mut expired: impl FnMut(&T) -> bool) -> Vec<T> {
         let mut out = Vec::new();
         for list in self.by_deal.values_mut() {

@@ -2375,6 +2375,33 @@ fn on_tick_drops_expired_early_partials_then_expired_early_commitments() {
     assert_eq!(rig.engine.buffered_partials(), 0);
 }
 
+/// Early partials of many deals that expire at one instant are reported in
+/// one order on every run: by deal id, then by arrival.
+#[test]
+fn expired_early_partials_are_reported_in_deal_id_order() {
+    let mut rig = Rig::new(Some(0));
+    let deals: Vec<_> = (0..12u8).rev().map(|i| announcement(40 + i)).collect();
+    for (n, a) in deals.iter().enumerate() {
+        let p = partial(1, EPOCH, commitment(a, ReexecVerdict::Reproduced));
+        rig.gossip_partial(p, Origin { id: vec![n as u8], peer: next_peer() });
+    }
+    assert!(reports(&rig.drain()).is_empty(), "all held");
+    rig.later(EngineConfig::default().buffer_ttl);
+    rig.engine.on_tick(rig.now);
+    let order: Vec<u8> = rig
+        .drain()
+        .iter()
+        .filter_map(|a| match a {
+            Action::Report { origin, .. } => Some(origin.id[0]),
+            _ => None,
+        })
+        .collect();
+    let mut by_deal: Vec<(B256, u8)> =
+        deals.iter().enumerate().map(|(n, a)| (a.deal_id, n as u8)).collect();
+    by_deal.sort();
+    assert_eq!(order, by_deal.iter().map(|(_, n)| *n).collect::<Vec<_>>());
+}
+
 /// `in_flight` counts what the views show open, without building them.
 #[test]
 fn in_flight_counts_the_open_disputes_the_views_show() {
