@@ -203,7 +203,9 @@ pub struct Engine<O: MessageOrigin> {
     chain: ChainView,
     /// Per (escrow, epoch): a certificate verifies under one domain.
     builders: BTreeMap<(Address, u64), CertificateBuilder>,
-    disputes: HashMap<B256, Dispute>,
+    /// The disputes in memory, by deal id (ordered, so that one tick's
+    /// actions for several disputes come out in the same order every run).
+    disputes: BTreeMap<B256, Dispute>,
     /// Deals settled or expired and evicted from memory (the newest `max_finished`).
     finished: Recent,
     /// Announcements being confirmed and the early buffers.
@@ -246,7 +248,7 @@ impl<O: MessageOrigin> Engine<O> {
             metrics,
             chain: ChainView::default(),
             builders: BTreeMap::new(),
-            disputes: HashMap::new(),
+            disputes: BTreeMap::new(),
             finished,
             intake: Intake::default(),
             queue: VerifyQueue::default(),

@@ -2402,6 +2402,31 @@ fn expired_early_partials_are_reported_in_deal_id_order() {
     assert_eq!(order, by_deal.iter().map(|(_, n)| *n).collect::<Vec<_>>());
 }
 
+/// One tick's actions for several disputes come out in deal-id order, not
+/// a hash map's: the same events give the same actions on every run.
+#[test]
+fn one_ticks_republished_partials_come_out_in_deal_id_order() {
+    let mut rig = Rig::new(Some(0));
+    let deals: Vec<_> = (0..8u8).rev().map(|i| announcement(60 + i)).collect();
+    for a in &deals {
+        rig.sign_through(a, ReexecVerdict::Reproduced);
+    }
+    rig.drain();
+    rig.later(EngineConfig::default().republish);
+    rig.engine.on_tick(rig.now);
+    let order: Vec<B256> = rig
+        .drain()
+        .iter()
+        .filter_map(|a| match a {
+            Action::Publish(Gossip::Verdict(p)) => Some(p.commitment.deal_id),
+            _ => None,
+        })
+        .collect();
+    let mut sorted: Vec<B256> = deals.iter().map(|a| a.deal_id).collect();
+    sorted.sort();
+    assert_eq!(order, sorted);
+}
+
 /// `in_flight` counts what the views show open, without building them.
 #[test]
 fn in_flight_counts_the_open_disputes_the_views_show() {
