@@ -711,10 +711,14 @@ impl Node {
         }
     }
 
-    fn publish(&mut self, gossip: Gossip) {
+    /// Publishes `gossip` (held for later when no peer takes it yet);
+    /// `false` when gossipsub dropped it as a copy of a message still in its
+    /// seen cache.
+    fn publish(&mut self, gossip: Gossip) -> bool {
         let (topic, bytes) = gossip.encode();
         match self.swarm.behaviour_mut().gossipsub.publish(topic.ident(), bytes) {
-            Ok(_) | Err(gossipsub::PublishError::Duplicate) => {}
+            Ok(_) => {}
+            Err(gossipsub::PublishError::Duplicate) => return false,
             Err(
                 gossipsub::PublishError::NoPeersSubscribedToTopic
                 | gossipsub::PublishError::AllQueuesFull(_),
@@ -725,6 +729,7 @@ impl Node {
             }
             Err(e) => warn!(target: "p2p", ?topic, error = %e, "publish failed"),
         }
+        true
     }
 
     fn report(&mut self, origin: &Origin, topic: Topic, acceptance: MessageAcceptance) {

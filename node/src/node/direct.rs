@@ -6,10 +6,19 @@
 //!   after [`RECORD_FIRST`], twice that, and so on up to every
 //!   [`RECORD_EVERY`] (the first copies may go out before a mesh carries
 //!   them), and whenever the newest epoch changes. It also sends it
-//!   straight to every peer that connects. A record is taken only from a key
-//!   of a loaded committee, with a valid signature and a `seq` above the one
-//!   held, at most once per [`RECORD_MIN_GAP`] per key: one verification
-//!   per member and period, whatever a peer sends.
+//!   straight to every peer that connects. A re-gossip sends the record
+//!   signed last, unchanged, when its addresses and epoch are the same and
+//!   its last copy has left the seen caches (gossipsub drops a copy of the
+//!   same bytes as a duplicate for `seen_ttl`; 1.5 × that as a margin);
+//!   otherwise (addresses, epoch, a twin, or sooner than that) it signs one
+//!   with a higher `seq`. A record is taken only from a key of a loaded committee, with a valid signature
+//!   and a `seq` above the one held, at most once per [`RECORD_MIN_GAP`] per
+//!   key: one verification per member and period, whatever a peer sends. A
+//!   copy of the record held (the same bytes) is never verified again: it is
+//!   forwarded at most once per [`RECORD_COPY_GAP`] per key (so a re-gossip
+//!   still reaches the members that lack the record, and a peer replaying
+//!   records cannot make the network forward them more often than members
+//!   re-gossip them) and ignored otherwise.
 //! - **Doppelgängers.** A record of this node's own key naming another peer,
 //!   sent by that peer itself, means the key runs in another process: with
 //!   doppelgänger detection on, the node stops as it does for a partial of
@@ -54,6 +63,9 @@ const RECORD_EVERY: Duration = Duration::from_secs(600);
 /// A key's record is replaced at most this often (each replacement costs a
 /// pairing).
 const RECORD_MIN_GAP: Duration = Duration::from_secs(2);
+/// A copy of a held record (the same bytes) is forwarded at most this often
+/// per key: about the re-gossip period, with slack for the links' jitter.
+const RECORD_COPY_GAP: Duration = Duration::from_secs(300);
 /// After a remote signer failed to sign the record, it is asked again this
 /// much later.
 const RECORD_RETRY: Duration = Duration::from_secs(30);
@@ -86,8 +98,11 @@ struct Own {
 struct Known {
     peer: PeerId,
     addrs: Vec<Multiaddr>,
-    seq: u64,
+    /// The record as verified (a copy of it is never verified again).
+    record: MemberRecord,
     at: Instant,
+    /// When a copy of it was last forwarded.
+    copied: Option<Instant>,
 }
 
 /// Member records, direct sends in flight and direct-message penalties.
@@ -113,6 +128,16 @@ pub(super) struct Directory {
     /// After the remote signer failed to sign the record: not asked before.
     record_retry_at: Option<Instant>,
     decayed_at: Option<Instant>,
+    /// Gossipsub's seen-cache lifetime: a copy of the same record published
+    /// sooner than this after the last one would be dropped as a duplicate.
+    seen_ttl: Duration,
+}
+
+impl Directory {
+    /// An empty directory for a swarm whose seen cache lasts `seen_ttl`.
+    pub(super) fn new(seen_ttl: Duration) -> Self {
+        Self { seen_ttl, ..Self::default() }
+    }
 }
 
 impl Node {
@@ -262,14 +287,18 @@ impl Node {
         if self.sign.key == Some(key) && r.peer_id != self.swarm.local_peer_id().to_bytes() {
             return self.on_own_key_elsewhere(r, &key, from);
         }
-        if self
-            .peers
-            .directory
-            .records
-            .get(&r.public_key)
-            .is_some_and(|k| r.seq <= k.seq || now < k.at + RECORD_MIN_GAP)
-        {
-            return MessageAcceptance::Ignore;
+        if let Some(k) = self.peers.directory.records.get_mut(&r.public_key) {
+            if k.record == *r {
+                // The bytes verified when it was taken: never verified again.
+                if k.copied.is_some_and(|t| now < t + RECORD_COPY_GAP) {
+                    return MessageAcceptance::Ignore;
+                }
+                k.copied = Some(now);
+                return MessageAcceptance::Accept;
+            }
+            if r.seq <= k.record.seq || now < k.at + RECORD_MIN_GAP {
+                return MessageAcceptance::Ignore;
+            }
         }
         let signed = Signature::from_compressed(&r.signature)
             .and_then(|s| s.verify_record(&key, &r.signing_message()));
@@ -284,7 +313,7 @@ impl Node {
         self.peers
             .directory
             .records
-            .insert(r.public_key, Known { peer, addrs, seq: r.seq, at: now });
+            .insert(r.public_key, Known { peer, addrs, record: r.clone(), at: now, copied: None });
         self.shared.metrics.member_records.set(self.peers.directory.records.len() as i64);
         MessageAcceptance::Accept
     }
@@ -382,6 +411,27 @@ impl Node {
                 .map(|a| a.to_vec())
                 .collect(),
         };
+        // Nothing changed and the last copy has left the seen caches (half
+        // their lifetime again as a margin: gossipsub forgets expired ids
+        // lazily): the same signed record again (holders take it without a
+        // pairing).
+        let directory = &self.peers.directory;
+        let unchanged = directory.own.as_ref().filter(|o| {
+            o.epoch == newest
+                && !republish
+                && o.record.addrs == addrs
+                && now.saturating_duration_since(o.at) >= directory.seen_ttl * 3 / 2
+        });
+        if let Some(o) = unchanged {
+            let record = o.record.clone();
+            if self.publish(Gossip::Member(Box::new(record.clone()))) {
+                debug!(target: "p2p", epoch = newest, "re-publishing the member record unchanged");
+                self.peers.directory.own = Some(Own { record, at: now, epoch: newest, next });
+                return;
+            }
+            // Still in this node's seen cache (gossipsub forgets expired ids
+            // only when it takes a new one): a new record goes out instead.
+        }
         let wall = crate::signer::wall_clock_ms();
         let last = self.store.record_seq().unwrap_or_else(|e| {
             warn!(target: "p2p", error = %e, "cannot read the last member record's seq");

@@ -44,7 +44,9 @@ impl Node {
                 let domain = self.chain.for_escrow(escrow).domain();
                 self.sign(&domain, deal_id, commitment, epoch, index, commit, now);
             }
-            Action::Publish(gossip) => self.publish(gossip),
+            Action::Publish(gossip) => {
+                self.publish(gossip);
+            }
             Action::Send { epoch, to, messages } => self.send_direct(epoch, &to, messages),
             Action::Report { origin, topic, acceptance } => {
                 self.report(&origin, topic, crate::dispute::acceptance(acceptance))

@@ -115,7 +115,7 @@ impl Node {
                 status: Vec::new(),
                 status_at: None,
                 outbox: Vec::new(),
-                directory: Default::default(),
+                directory: super::direct::Directory::new(p2p_config.seen_ttl),
                 advertise,
             },
             inbox: Inbox { tx, rx, content_rx },

@@ -156,6 +156,56 @@ async fn a_forged_member_record_is_rejected_and_its_sender_graylisted() {
     assert_eq!(fallback, 0.0, "direct messages sent on gossip instead");
 }
 
+/// A member re-gossips the record it signed last when nothing in it
+/// changed (the copy's bytes are the same, so holders take it without a
+/// pairing): a peer of node 1 sees the same `seq` published twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_member_record_is_regossiped_as_signed() {
+    let net = launch(|o| o.dissemination = Some(DisseminationMode::Aggregators)).await;
+    let status = net.0.nodes[1].get("/status").await.unwrap();
+    let target: libp2p::PeerId = status["peer_id"].as_str().unwrap().parse().unwrap();
+    let key1 = status["bls_key"].as_str().unwrap().to_owned();
+    let key1: [u8; 48] = alloy_primitives::hex::decode(key1).unwrap().try_into().unwrap();
+    let mut config = crate::p2p::loopback(2, Duration::from_millis(200));
+    config.aggregation = true;
+    let mut swarm = build_swarm(libp2p::identity::Keypair::generate_ed25519(), &config).unwrap();
+    swarm.dial(net.0.nodes[1].p2p.parse::<libp2p::Multiaddr>().unwrap()).unwrap();
+    // Re-gossips go out 3, 9, 21, 45 … s after the first record; those at
+    // least 1.5 × the seen cache's 12 s after the last one are copies (the
+    // one at 45 s first).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let mut seqs = Vec::new();
+    loop {
+        let Ok(event) = tokio::time::timeout_at(deadline, swarm.select_next_some()).await else {
+            panic!("no record of node 1 was published twice; seqs seen: {seqs:?}");
+        };
+        let SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(libp2p::gossipsub::Event::Message {
+            propagation_source,
+            message_id,
+            message,
+        })) = event
+        else {
+            continue;
+        };
+        let _ = swarm.behaviour_mut().gossipsub.report_message_validation_result(
+            &message_id,
+            &propagation_source,
+            libp2p::gossipsub::MessageAcceptance::Ignore,
+        );
+        let Ok(Gossip::Member(r)) = Gossip::decode(Topic::Members, &message.data) else {
+            continue;
+        };
+        if r.public_key != key1 || propagation_source != target {
+            continue;
+        }
+        if seqs.contains(&r.seq) {
+            break;
+        }
+        seqs.push(r.seq);
+    }
+    assert_eq!(metric(&net.0.nodes[0].metrics().await.unwrap(), "resolvd_member_records", ""), 3.0);
+}
+
 /// Sends `messages` to `target` and drives the swarm until each is answered.
 async fn exchange(
     swarm: &mut libp2p::Swarm<resolvd_node::p2p::Behaviour>,
