@@ -11,14 +11,15 @@
 //!   its last copy has left the seen caches (gossipsub drops a copy of the
 //!   same bytes as a duplicate for `seen_ttl`; 1.5 × that as a margin);
 //!   otherwise (addresses, epoch, a twin, or sooner than that) it signs one
-//!   with a higher `seq`. A record is taken only from a key of a loaded committee, with a valid signature
-//!   and a `seq` above the one held, at most once per [`RECORD_MIN_GAP`] per
-//!   key: one verification per member and period, whatever a peer sends. A
-//!   copy of the record held (the same bytes) is never verified again: it is
-//!   forwarded at most once per [`RECORD_COPY_GAP`] per key (so a re-gossip
-//!   still reaches the members that lack the record, and a peer replaying
-//!   records cannot make the network forward them more often than members
-//!   re-gossip them) and ignored otherwise.
+//!   with a higher `seq`. A record is taken only from a key of a loaded
+//!   committee, with a valid signature and a `seq` above the one held, at
+//!   most once per [`RECORD_MIN_GAP`] per key: one verification per member
+//!   and period, whatever a peer sends. A copy of the record held (the same
+//!   bytes) is never verified again: a gossiped one is forwarded at most once
+//!   per [`RECORD_COPY_GAP`] per key (so a re-gossip still reaches the
+//!   members that lack the record, and a peer replaying records cannot make
+//!   the network forward them more often than members re-gossip them) and
+//!   ignored otherwise.
 //! - **Doppelgängers.** A record of this node's own key naming another peer,
 //!   sent by that peer itself, means the key runs in another process: with
 //!   doppelgänger detection on, the node stops as it does for a partial of
@@ -101,7 +102,7 @@ struct Known {
     /// The record as verified (a copy of it is never verified again).
     record: MemberRecord,
     at: Instant,
-    /// When a copy of it was last forwarded.
+    /// When a gossiped copy of it was last forwarded.
     copied: Option<Instant>,
 }
 
@@ -289,8 +290,9 @@ impl Node {
         }
         if let Some(k) = self.peers.directory.records.get_mut(&r.public_key) {
             if k.record == *r {
-                // The bytes verified when it was taken: never verified again.
-                if k.copied.is_some_and(|t| now < t + RECORD_COPY_GAP) {
+                // The bytes verified when it was taken: never verified again
+                // (a direct copy has nowhere to go).
+                if from.is_some() || k.copied.is_some_and(|t| now < t + RECORD_COPY_GAP) {
                     return MessageAcceptance::Ignore;
                 }
                 k.copied = Some(now);
