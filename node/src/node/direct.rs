@@ -11,15 +11,16 @@
 //!   its last copy has left the seen caches (gossipsub drops a copy of the
 //!   same bytes as a duplicate for `seen_ttl`; 1.5 × that as a margin);
 //!   otherwise (addresses, epoch, a twin, or sooner than that) it signs one
-//!   with a higher `seq`. A record is taken only from a key of a loaded
+//!   with a higher `seq`, and so it does when gossipsub still refuses the
+//!   copy (it forgets expired ids only when another message comes in). A record is taken only from a key of a loaded
 //!   committee, with a valid signature and a `seq` above the one held, at
 //!   most once per [`RECORD_MIN_GAP`] per key: one verification per member
 //!   and period, whatever a peer sends. A copy of the record held (the same
 //!   bytes) is never verified again: a gossiped one is forwarded at most once
 //!   per [`RECORD_COPY_GAP`] per key (so a re-gossip still reaches the
-//!   members that lack the record, and a peer replaying records cannot make
-//!   the network forward them more often than members re-gossip them) and
-//!   ignored otherwise.
+//!   members that lack the record, and a peer replaying records makes each
+//!   node forward each of them at most that often, twice the steady
+//!   re-gossip rate) and ignored otherwise.
 //! - **Doppelgängers.** A record of this node's own key naming another peer,
 //!   sent by that peer itself, means the key runs in another process: with
 //!   doppelgänger detection on, the node stops as it does for a partial of
