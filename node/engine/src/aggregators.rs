@@ -27,6 +27,9 @@
 //! `⌈log₂(f / k + 1)⌉` rounds; the seed's block hash, which neither party
 //! to the deal can choose, leaves the placement to chance, where a whole
 //! group of byzantine members is as rare as `(f / N)ᵏ`.
+//!
+//! A node holding the certificate sends nothing more for its commitment (a
+//! partial signed later, a slice grown later): every aggregator ignores it.
 
 use super::*;
 use alloy_primitives::B256;
@@ -179,11 +182,20 @@ impl<O: MessageOrigin> Engine<O> {
     /// each gossiped, or, where the dispute's current round sends them, in
     /// one direct request (taken in this order at one instant: a reveal with
     /// its commitment), the first partial sent starting the escalation timer.
-    pub(crate) fn send_own(&mut self, deal_id: &B256, messages: Vec<Gossip>, now: Instant) {
+    pub(crate) fn send_own(&mut self, deal_id: &B256, mut messages: Vec<Gossip>, now: Instant) {
         let gossip_each = |engine: &mut Self, messages: Vec<Gossip>| {
             engine.actions.extend(messages.into_iter().map(Action::Publish));
         };
         let Some(a) = self.aggregation() else { return gossip_each(self, messages) };
+        // A partial of the certified commitment helps no one (aggregators
+        // ignore it; the node includes itself on chain if left out).
+        if let Some(qc) = self.disputes.get(deal_id).and_then(|d| d.submission.certificate.as_ref())
+        {
+            messages.retain(|m| !matches!(m, Gossip::Verdict(p) if p.commitment == qc.commitment));
+            if messages.is_empty() {
+                return;
+            }
+        }
         let Some((order, me)) = self.order(deal_id) else {
             // (An own partial exists only once the committee is loaded.)
             return gossip_each(self, messages);
@@ -252,8 +264,21 @@ impl<O: MessageOrigin> Engine<O> {
             let round = d.aggregators.round;
             let mut to = groups_of(order, a.group, round).to_vec();
             to.retain(|&i| Some(i) != me);
+            // The certified digest's aggregates are ignored by every holder
+            // of its certificate, which is gossiped to all: a slice that grows
+            // after it (late partials) is not sent.
+            let certified = d.submission.certificate.as_ref().and_then(|qc| {
+                self.identity
+                    .domains
+                    .get(&d.info.escrow)
+                    .map(|dom| qc.commitment.eip712_digest(dom))
+            });
             for ((digest, j), (due, sent)) in &mut d.aggregators.slices {
                 if due.is_none_or(|t| now < t) {
+                    continue;
+                }
+                if certified == Some(*digest) {
+                    *due = None;
                     continue;
                 }
                 let start = *j * a.slice;

@@ -241,6 +241,61 @@ fn a_collector_sends_its_complete_slice_to_the_aggregators() {
     );
 }
 
+/// A slice that grows after the dispute is certified is not sent: every
+/// aggregator ignores aggregates of the certified digest (the certificate is
+/// gossiped to all), and the late signer can include itself on chain.
+#[test]
+fn a_collector_holding_the_certificate_sends_no_more_of_its_slice() {
+    let a = announcement(1);
+    let order = order(&a);
+    // Slice 1 is order[2..4], collected by order[2] (this node).
+    let me = order[2];
+    let mut rig = Rig::with(Some(me as usize), sliced());
+    let p = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let mut signers = vec![order[0] as usize, order[1] as usize, me as usize];
+    signers.sort_unstable();
+    let qc = certificate(&a, &signers);
+    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
+    rig.batch();
+    rig.drain();
+    assert_eq!(rig.phase(&a), Phase::Certified);
+    // The slice's other member's partial arrives late: the slice is
+    // complete, but its aggregate goes nowhere.
+    rig.gossip_partial(partial(order[3] as usize, EPOCH, p.commitment), origin(order[3] as u8));
+    let mut actions = rig.batch();
+    actions.extend(tick_after(&mut rig, ESCALATE * 4));
+    assert!(sends(&actions).iter().all(|(_, kind)| *kind != "aggregate"), "{actions:?}");
+}
+
+/// A member whose replay ends after the certificate came keeps its partial
+/// (for its own late inclusion on chain) but sends it to no one: the
+/// collectors and aggregators would verify it for nothing.
+#[test]
+fn a_partial_signed_after_the_certificate_is_not_sent() {
+    let a = announcement(1);
+    let order = order(&a);
+    let me = order[3];
+    let mut rig = Rig::with(Some(me as usize), sliced());
+    rig.confirm(&a);
+    rig.engine.on_gathered(a.deal_id, ready(&a), rig.now);
+    rig.drain();
+    rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Reproduced)), rig.now);
+    let actions = rig.drain();
+    assert!(actions.iter().any(|x| matches!(x, Action::Sign { .. })), "{actions:?}");
+    let mut signers = vec![order[0] as usize, order[1] as usize, order[2] as usize];
+    signers.sort_unstable();
+    let qc = certificate(&a, &signers);
+    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
+    rig.batch();
+    let p = partial(me as usize, EPOCH, qc.commitment);
+    rig.engine.on_signed(p, None, rig.now);
+    let mut actions = rig.drain();
+    assert_eq!(rig.phase(&a), Phase::Certified);
+    actions.extend(tick_after(&mut rig, ESCALATE * 4));
+    assert!(sends(&actions).is_empty() && !publishes_verdict(&actions), "{actions:?}");
+}
+
 /// A dispute opened again (an Attestor's question asked again, its new
 /// `Disputed` log in another block) orders by the new block's entropy: what this node
 /// was collecting was cut from the old order and is dropped, not sent along
