@@ -52,7 +52,8 @@ def section(reports):
         "dispute to holding a certificate); the *floor* is one process doing one node's share of the critical path "
         "alone: one replay, its own signature, and batch verification and aggregation of the N partials. Nodes run the "
         "operator defaults (1 s chain polling, 700 ms gossipsub heartbeat, D = 4), not the loopback devnet's faster "
-        "timers. Per-dispute figures are per node, from the router's counters (p2p bytes), `/proc/<pid>/stat` (CPU, "
+        "timers. Per-dispute figures are per node, from the router's counters (p2p bytes; of them, the TCP/IP "
+        "headers of every segment, and the segments without payload, mostly acknowledgements), `/proc/<pid>/stat` (CPU, "
         f"also net of the idle rate) and the nodes' metrics. The idle rate is measured over two windows of 30 s, "
         f"one {first.get('quietSeconds', 0)} s after all nodes are up (past the first re-gossips of the member "
         "records, 3, 9, 21, 45 and 93 s after a node starts; the next ones, 189 and 381 s after it, fall among the "
@@ -97,6 +98,12 @@ def section(reports):
     row(
         "… net of idle, mean",
         lambda r: kib(r["p2pBytesSentPerNodePerDisputeNetOfIdle"]),
+    )
+    row(
+        "… of which TCP/IP headers, and of those payload-less segments (acknowledgements), mean",
+        lambda r: f"{kib(pd(r)['p2pTcpHeaderBytesSentPerNode']['mean'])}, "
+        f"{kib(pd(r)['p2pTcpEmptyBytesSentPerNode']['mean'])} "
+        f"({pd(r)['p2pTcpEmptyPacketsSentPerNode']['mean']:,.0f} segments)",
     )
     row(
         "p2p bytes received per node per dispute, mean (max)",

@@ -249,6 +249,13 @@ pub struct DeviceStats {
     pub recv_bytes: ByPeer,
     /// Packets delivered into the namespace.
     pub recv_packets: ByPeer,
+    /// Of the TCP packets sent to nodes: IP and TCP header bytes.
+    pub sent_tcp_header_bytes: u64,
+    /// Of the TCP packets sent to nodes: those without payload
+    /// (acknowledgements, and SYN / FIN / RST segments).
+    pub sent_tcp_empty_packets: u64,
+    /// The bytes of [`Self::sent_tcp_empty_packets`].
+    pub sent_tcp_empty_bytes: u64,
     /// Packets lost to the shape's loss rate.
     pub lost: u64,
     /// Packets dropped because the link's queue was full.

@@ -60,10 +60,25 @@ class Device:
         zero = lambda: {k: 0 for k in KINDS}
         self.sent_bytes, self.sent_packets = zero(), zero()
         self.recv_bytes, self.recv_packets = zero(), zero()
+        # Of the TCP packets sent to nodes: IP and TCP header bytes, and
+        # the packets that carry no payload (and their bytes): acknowledgements.
+        self.sent_tcp_header_bytes = 0
+        self.sent_tcp_empty_packets = 0
+        self.sent_tcp_empty_bytes = 0
         self.lost = 0
         self.overflow = 0
         self.partitioned = 0
         self.unroutable = 0
+
+    def count_tcp(self, packet):
+        ip_len = (packet[0] & 0x0F) * 4
+        if len(packet) < ip_len + 13:
+            return
+        header = ip_len + (packet[ip_len + 12] >> 4) * 4
+        self.sent_tcp_header_bytes += min(header, len(packet))
+        if len(packet) <= header:
+            self.sent_tcp_empty_packets += 1
+            self.sent_tcp_empty_bytes += len(packet)
 
     def stats(self):
         return {
@@ -73,6 +88,9 @@ class Device:
             "sentPackets": self.sent_packets,
             "recvBytes": self.recv_bytes,
             "recvPackets": self.recv_packets,
+            "sentTcpHeaderBytes": self.sent_tcp_header_bytes,
+            "sentTcpEmptyPackets": self.sent_tcp_empty_packets,
+            "sentTcpEmptyBytes": self.sent_tcp_empty_bytes,
             "lost": self.lost,
             "overflow": self.overflow,
             "partitioned": self.partitioned,
@@ -165,6 +183,8 @@ def main():
                     continue
                 src.sent_bytes[dst.kind] += len(packet)
                 src.sent_packets[dst.kind] += 1
+                if dst.kind == "node" and packet[9] == 6:
+                    src.count_tcp(packet)
                 if (
                     src.group is not None
                     and dst.group is not None

@@ -183,6 +183,14 @@ async fn scenario(topology: &Netns, nodes: usize) {
         let recv = a.recv_bytes.node - b.recv_bytes.node;
         eprintln!("node {i}: p2p sent {sent} B, received {recv} B over {} disputes", open.len());
         assert!(sent > 0 && recv > 0, "node {i} exchanged nothing with peers");
+        // TCP's share of it: headers of every segment, payload-less ones
+        // (acknowledgements) whole; both counted among the bytes sent.
+        let headers = a.sent_tcp_header_bytes - b.sent_tcp_header_bytes;
+        let empty = a.sent_tcp_empty_bytes - b.sent_tcp_empty_bytes;
+        assert!(
+            0 < empty && empty <= headers && headers < sent,
+            "node {i}: TCP headers {headers} B, of which payload-less segments {empty} B, of {sent} B sent"
+        );
     }
     eprintln!("scenario done in {:?}", started.elapsed());
 }
@@ -273,6 +281,7 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
     let mut sent = Vec::new();
     let mut recv = Vec::new();
     let mut rpc = Vec::new();
+    let (mut headers, mut empty, mut empty_packets) = (Vec::new(), Vec::new(), Vec::new());
     let mut cpu = Vec::new();
     let mut verdicts = Vec::new();
     let mut gossip_total = 0.0;
@@ -281,6 +290,9 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
         let (da, db) = (&a.links.devices[i], &b.links.devices[i]);
         sent.push((db.sent_bytes.node - da.sent_bytes.node) as f64 / per);
         recv.push((db.recv_bytes.node - da.recv_bytes.node) as f64 / per);
+        headers.push((db.sent_tcp_header_bytes - da.sent_tcp_header_bytes) as f64 / per);
+        empty.push((db.sent_tcp_empty_bytes - da.sent_tcp_empty_bytes) as f64 / per);
+        empty_packets.push((db.sent_tcp_empty_packets - da.sent_tcp_empty_packets) as f64 / per);
         rpc.push(
             ((db.sent_bytes.anvil + db.recv_bytes.anvil)
                 - (da.sent_bytes.anvil + da.recv_bytes.anvil)) as f64
@@ -307,6 +319,9 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
     serde_json::json!({
         "p2pBytesSentPerNode": stat(&sent),
         "p2pBytesReceivedPerNode": stat(&recv),
+        "p2pTcpHeaderBytesSentPerNode": stat(&headers),
+        "p2pTcpEmptyBytesSentPerNode": stat(&empty),
+        "p2pTcpEmptyPacketsSentPerNode": stat(&empty_packets),
         "rpcBytesPerNode": stat(&rpc),
         "cpuSecondsPerNode": stat(&cpu),
         "gossipMessagesValidated": gossip_total / per,
