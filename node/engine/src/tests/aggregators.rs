@@ -241,6 +241,17 @@ fn a_collector_sends_its_complete_slice_to_the_aggregators() {
     );
 }
 
+/// A certificate of `signers` for `a`'s honest commitment, gossiped to the
+/// node and verified in its batch.
+fn certify(rig: &mut Rig, a: &DisputeAnnouncement, signers: &[u32]) -> QuorumCertificate {
+    let mut signers: Vec<usize> = signers.iter().map(|&s| s as usize).collect();
+    signers.sort_unstable();
+    let qc = certificate(a, &signers);
+    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
+    rig.batch();
+    qc
+}
+
 /// A slice that grows after the dispute is certified is not sent: every
 /// aggregator ignores aggregates of the certified digest (the certificate is
 /// gossiped to all), and the late signer can include itself on chain.
@@ -253,12 +264,7 @@ fn a_collector_holding_the_certificate_sends_no_more_of_its_slice() {
     let mut rig = Rig::with(Some(me as usize), sliced());
     let p = rig.sign_through(&a, ReexecVerdict::Reproduced);
     rig.drain();
-    let mut signers = vec![order[0] as usize, order[1] as usize, me as usize];
-    signers.sort_unstable();
-    let qc = certificate(&a, &signers);
-    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
-    rig.batch();
-    rig.drain();
+    certify(&mut rig, &a, &[order[0], order[1], me]);
     assert_eq!(rig.phase(&a), Phase::Certified);
     // The slice's other member's partial arrives late: the slice is
     // complete, but its aggregate goes nowhere.
@@ -283,11 +289,7 @@ fn a_partial_signed_after_the_certificate_is_not_sent() {
     rig.engine.on_replayed(a.deal_id, Ok(envelope(&a, ReexecVerdict::Reproduced)), rig.now);
     let actions = rig.drain();
     assert!(actions.iter().any(|x| matches!(x, Action::Sign { .. })), "{actions:?}");
-    let mut signers = vec![order[0] as usize, order[1] as usize, order[2] as usize];
-    signers.sort_unstable();
-    let qc = certificate(&a, &signers);
-    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
-    rig.batch();
+    let qc = certify(&mut rig, &a, &[order[0], order[1], order[2]]);
     let p = partial(me as usize, EPOCH, qc.commitment);
     rig.engine.on_signed(p, None, rig.now);
     let mut actions = rig.drain();
