@@ -28,8 +28,10 @@
 //! to the deal can choose, leaves the placement to chance, where a whole
 //! group of byzantine members is as rare as `(f / N)ᵏ`.
 //!
-//! A node holding the certificate sends nothing more for its commitment (a
-//! partial signed later, a slice grown later): every aggregator ignores it.
+//! A collector holding the certificate sends no more aggregates of its
+//! commitment (every aggregator ignores them). Its own partial, signed
+//! after the certificate came, still goes out: the dispute's submitters
+//! widen their certificate with the partials that reach them.
 
 use super::*;
 use alloy_primitives::B256;
@@ -182,20 +184,11 @@ impl<O: MessageOrigin> Engine<O> {
     /// each gossiped, or, where the dispute's current round sends them, in
     /// one direct request (taken in this order at one instant: a reveal with
     /// its commitment), the first partial sent starting the escalation timer.
-    pub(crate) fn send_own(&mut self, deal_id: &B256, mut messages: Vec<Gossip>, now: Instant) {
+    pub(crate) fn send_own(&mut self, deal_id: &B256, messages: Vec<Gossip>, now: Instant) {
         let gossip_each = |engine: &mut Self, messages: Vec<Gossip>| {
             engine.actions.extend(messages.into_iter().map(Action::Publish));
         };
         let Some(a) = self.aggregation() else { return gossip_each(self, messages) };
-        // A partial of the certified commitment helps no one (aggregators
-        // ignore it; the node includes itself on chain if left out).
-        if let Some(qc) = self.disputes.get(deal_id).and_then(|d| d.submission.certificate.as_ref())
-        {
-            messages.retain(|m| !matches!(m, Gossip::Verdict(p) if p.commitment == qc.commitment));
-            if messages.is_empty() {
-                return;
-            }
-        }
         let Some((order, me)) = self.order(deal_id) else {
             // (An own partial exists only once the committee is loaded.)
             return gossip_each(self, messages);
