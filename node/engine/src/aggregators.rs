@@ -259,7 +259,9 @@ impl<O: MessageOrigin> Engine<O> {
             to.retain(|&i| Some(i) != me);
             // The certified digest's aggregates are ignored by every holder
             // of its certificate, which is gossiped to all: a slice that grows
-            // after it (late partials) is not sent.
+            // after it (late partials) is not sent while it is held (it stays
+            // due, and goes out if the certificate is dropped: rejected on
+            // chain, or the dispute re-opened).
             let certified = d.submission.certificate.as_ref().and_then(|qc| {
                 self.identity
                     .domains
@@ -271,7 +273,6 @@ impl<O: MessageOrigin> Engine<O> {
                     continue;
                 }
                 if certified == Some(*digest) {
-                    *due = None;
                     continue;
                 }
                 let start = *j * a.slice;

@@ -272,6 +272,12 @@ fn a_collector_holding_the_certificate_sends_no_more_of_its_slice() {
     let mut actions = rig.batch();
     actions.extend(tick_after(&mut rig, ESCALATE * 4));
     assert!(sends(&actions).iter().all(|(_, kind)| *kind != "aggregate"), "{actions:?}");
+    // The escrow rejects the certificate: it is dropped, and the slice held
+    // back goes out at the next tick.
+    rig.engine.on_submitted(a.deal_id, SubmitResult::Rejected("InvalidSignature".into()), rig.now);
+    rig.drain();
+    let sent = sends(&tick_after(&mut rig, Duration::from_millis(50)));
+    assert_eq!(sent, vec![(vec![order[0]], "aggregate")]);
 }
 
 /// A member whose replay ends after the certificate came still sends its
