@@ -260,8 +260,7 @@ impl<O: MessageOrigin> Engine<O> {
             // The certified digest's aggregates are ignored by every holder
             // of its certificate, which is gossiped to all: a slice that grows
             // after it (late partials) is not sent while it is held (it stays
-            // due, and goes out if the certificate is dropped: rejected on
-            // chain, or the dispute re-opened).
+            // due, and goes out if the escrow rejects the certificate).
             let certified = d.submission.certificate.as_ref().and_then(|qc| {
                 self.identity
                     .domains
