@@ -303,6 +303,10 @@ fn a_partial_signed_after_the_certificate_is_still_sent() {
     assert_eq!(sends(&rig.drain()), vec![(vec![order[2]], "verdict")], "to its collector");
 }
 
+/// A dispute opened again (an Attestor's question asked again, its new
+/// `Disputed` log in another block) orders by the new block's entropy: what this node
+/// was collecting was cut from the old order and is dropped, not sent along
+/// it (nor read out of an order not computed yet).
 #[test]
 fn a_reopened_dispute_drops_the_slices_of_its_old_order() {
     let a = announcement(1);
