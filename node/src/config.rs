@@ -338,6 +338,11 @@ pub struct PipelineConfig {
     /// waits k slots for k < 8, then the next 1, 2, 4, … share a slot
     /// (`resolvd_engine::submit_delay`).
     pub submit_slot_ms: u64,
+    /// How long every submitter's wait starts after its certificate, in ms,
+    /// unless every member signed: signers that reach it meanwhile are taken
+    /// into the certificate it sends (paid without `includeSigners`, and
+    /// cheaper for `resolve`).
+    pub widen_wait_ms: u64,
     /// Partials held for disputes not yet confirmed here (all deals together).
     pub max_buffered_partials: usize,
     /// Seconds a settled or expired dispute stays in memory (and in `/status`)
@@ -354,6 +359,7 @@ impl Default for PipelineConfig {
             replay_workers: 2,
             retry_ms: 2_000,
             submit_slot_ms: 4_000,
+            widen_wait_ms: 500,
             max_buffered_partials: 4_096,
             retain_settled_secs: 600,
             ledger_refresh_secs: 30,

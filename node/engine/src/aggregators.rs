@@ -28,10 +28,14 @@
 //! to the deal can choose, leaves the placement to chance, where a whole
 //! group of byzantine members is as rare as `(f / N)ᵏ`.
 //!
-//! A collector holding the certificate sends no more aggregates of its
-//! commitment (every aggregator ignores them). Its own partial, signed
-//! after the certificate came, still goes out: the dispute's submitters
-//! widen their certificate with the partials that reach them.
+//! Signers after the certificate are still paid without `includeSigners`:
+//! a partial signed after it still goes out, and a collector holding the
+//! certificate sends the slices of its commitment that grow to the
+//! dispute's first [`WIDENING_SUBMITTERS`] submitters only. A node that has
+//! yet to send `resolve` verifies an aggregate of the certified commitment
+//! that adds signers; every other holder of the certificate ignores it. The
+//! first submitter sends `widen_wait` after its certificate came, widened
+//! with every signer that reached it by then.
 
 use super::*;
 use alloy_primitives::B256;
@@ -95,6 +99,12 @@ pub(crate) struct Escalation {
     slices: BTreeMap<(B256, usize), (Option<Instant>, usize)>,
 }
 
+/// The first members of a dispute's submitter order, to which a collector
+/// holding the certificate still sends its slices as they grow: the first
+/// sends `resolve` `widen_wait` after its certificate, widened with them; the
+/// second is the fallback a slot later.
+pub const WIDENING_SUBMITTERS: usize = 2;
+
 /// The aggregators of `round` for the dispute of order seed `seed`
 /// ([`order_seed`]): ranks `[k(2ʳ − 1), k(2ʳ⁺¹ − 1))` of its submitter order
 /// ([`submit_order`]), `k = group`, cut at the end of the committee; empty
@@ -114,6 +124,14 @@ fn groups_of(order: &[u32], group: usize, round: u32) -> &[u32] {
 }
 
 impl Escalation {
+    /// Every slice this node collects is due again now, in full (to the
+    /// next group, or to the aggregators after a rejected certificate).
+    pub(crate) fn resend_slices(&mut self, now: Instant) {
+        for (due, sent) in self.slices.values_mut() {
+            (*due, *sent) = (Some(now), 0);
+        }
+    }
+
     /// The submitter order is computed again (from the dispute's current
     /// announcement) when next needed; the slices collected were cut from
     /// the old one.
@@ -257,10 +275,12 @@ impl<O: MessageOrigin> Engine<O> {
             let round = d.aggregators.round;
             let mut to = groups_of(order, a.group, round).to_vec();
             to.retain(|&i| Some(i) != me);
-            // The certified digest's aggregates are ignored by every holder
-            // of its certificate, which is gossiped to all: a slice that grows
-            // after it (late partials) is not sent while it is held (it stays
-            // due, and goes out if the escrow rejects the certificate).
+            // A slice of the certified digest that grows after the certificate
+            // (late partials) goes to the dispute's first submitters only:
+            // they take its signers into the certificate they send. Every
+            // other holder of the certificate would ignore it.
+            let mut widening = order[..WIDENING_SUBMITTERS.min(order.len())].to_vec();
+            widening.retain(|&i| Some(i) != me);
             let certified = d.submission.certificate.as_ref().and_then(|qc| {
                 self.identity
                     .domains
@@ -271,9 +291,7 @@ impl<O: MessageOrigin> Engine<O> {
                 if due.is_none_or(|t| now < t) {
                     continue;
                 }
-                if certified == Some(*digest) {
-                    continue;
-                }
+                let to = if certified == Some(*digest) { &widening } else { &to };
                 let start = *j * a.slice;
                 let slice = order.get(start..(start + a.slice).min(order.len()));
                 let Some(aggregate) = slice.and_then(|s| builder.aggregate_of(digest, s)) else {
@@ -318,13 +336,16 @@ impl<O: MessageOrigin> Engine<O> {
             Some(d) if d.phase.is_final() || d.reveal.reveal_window.is_some() => {
                 Err(Validation::Ignore)
             }
-            // After the certificate, only another commitment's (conflict
-            // evidence) is worth a pairing.
+            // After the certificate, one of its commitment is worth a pairing
+            // only to a node that still sends it (it widens the certificate
+            // with the signers it adds); another commitment's is conflict
+            // evidence.
             Some(d)
                 if d.submission
                     .certificate
                     .as_ref()
-                    .is_some_and(|qc| qc.commitment == w.commitment) =>
+                    .is_some_and(|qc| qc.commitment == w.commitment)
+                    && (d.submission.submit_at.is_none() || d.submission.submitting) =>
             {
                 Err(Validation::Ignore)
             }
@@ -433,9 +454,7 @@ impl<O: MessageOrigin> Engine<O> {
                 continue;
             }
             d.aggregators.round += 1;
-            for (due, sent) in d.aggregators.slices.values_mut() {
-                (*due, *sent) = (Some(now), 0);
-            }
+            d.aggregators.resend_slices(now);
             let commit = d.reveal.own_commit.filter(|_| d.reveal.reveal_window.is_some());
             let mut sends: Vec<Gossip> = commit.into_iter().map(Gossip::Commit).collect();
             sends.push(Gossip::Verdict(own));

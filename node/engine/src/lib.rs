@@ -48,7 +48,7 @@ pub use action::{
     Action, AnchorRef, AnchorStatus, ConfirmSource, Confirmation, Gathered, MessageOrigin,
     SlashRequest, SlashResult, SubmitResult, Validation,
 };
-pub use aggregators::{aggregator_group, Aggregation, Dissemination};
+pub use aggregators::{aggregator_group, Aggregation, Dissemination, WIDENING_SUBMITTERS};
 pub use dispute::{matches_deal, CommitReveal, DisputeStatus, DisputeView, Phase};
 pub use metrics::EngineMetrics;
 pub use replay::gather;
@@ -150,6 +150,12 @@ pub struct EngineConfig {
     /// slots for the first eight, then the next 1, 2, 4, … share a slot
     /// ([`submit_delay`]).
     pub submit_slot: Duration,
+    /// How long every submitter's wait starts after its certificate came,
+    /// unless the certificate has every member: signers whose partials (or
+    /// slice aggregates) arrive meanwhile are taken into the certificate it
+    /// sends, so they are paid without `includeSigners`, and each one saves
+    /// `resolve` a non-signer's gas.
+    pub widen_wait: Duration,
     /// Partials held for disputes not confirmed yet (all deals together);
     /// the same bound for commitments and for slice aggregates.
     pub max_buffered_partials: usize,
@@ -180,6 +186,7 @@ impl Default for EngineConfig {
         Self {
             retry: Duration::from_secs(2),
             submit_slot: Duration::from_secs(4),
+            widen_wait: Duration::from_millis(500),
             max_buffered_partials: 4_096,
             buffer_ttl: Duration::from_secs(120),
             republish: Duration::from_secs(16),

@@ -419,7 +419,9 @@ impl<O: MessageOrigin> Engine<O> {
         let rank = me.map_or(members.len(), |me| submit_rank(&seed, &members, me));
         // A node outside the committee sends a slot after its last member.
         let outside = if me.is_none() { self.cfg.submit_slot } else { Duration::ZERO };
-        d.submission.submit_at = Some(now + submit_delay(self.cfg.submit_slot, rank) + outside);
+        let widen = if qc.non_signers.is_empty() { Duration::ZERO } else { self.cfg.widen_wait };
+        d.submission.submit_at =
+            Some(now + widen + submit_delay(self.cfg.submit_slot, rank) + outside);
         d.submission.submit_backoff = self.cfg.retry;
         info!(target: "pipeline", deal = %deal_id, outcome = ?qc.commitment.outcome, non_signers = ?qc.non_signers, built_here, rank, "certificate");
         d.submission.certificate = Some(qc.clone());

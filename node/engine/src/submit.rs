@@ -152,6 +152,9 @@ impl<O: MessageOrigin> Engine<O> {
                 if let Some(qc) = d.submission.certificate.take() {
                     d.submission.rejected.insert(certificate_id(&qc));
                 }
+                // The slices collected here went to the first submitters
+                // since the certificate: the aggregators get them in full.
+                d.aggregators.resend_slices(now);
                 d.record.certificate_non_signers = None;
                 d.record.certified_outcome = None;
                 d.record.last_error = Some(reason);

@@ -433,16 +433,15 @@ fn submitter_order_slots_and_already_resolved_and_transient_retry() {
         let qc = certificate(&a, &[0, 1, 2]);
         rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
         assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, Validation::Accept)]);
-        let slot = submit_delay(cfg.submit_slot, rank);
-        if rank > 0 {
-            rig.later(slot - Duration::from_millis(1));
-            rig.engine.on_tick(rig.now);
-            assert!(
-                rig.drain().iter().all(|x| !matches!(x, Action::Submit { .. })),
-                "rank {rank} waits its slot"
-            );
-            rig.later(Duration::from_millis(1));
-        }
+        // A non-signer: every rank first waits `widen_wait` for more signers.
+        let slot = cfg.widen_wait + submit_delay(cfg.submit_slot, rank);
+        rig.later(slot - Duration::from_millis(1));
+        rig.engine.on_tick(rig.now);
+        assert!(
+            rig.drain().iter().all(|x| !matches!(x, Action::Submit { .. })),
+            "rank {rank} waits its slot"
+        );
+        rig.later(Duration::from_millis(1));
         rig.engine.on_tick(rig.now);
         assert!(rig.drain().iter().any(|x| matches!(x, Action::Submit { .. })));
         // In flight: not sent twice.
@@ -1913,7 +1912,8 @@ fn a_built_certificate_is_gossiped_at_once_by_the_first_submitters_only_the_rest
                 continue;
             }
             // Not before its submit slot (republish included)...
-            rig.later(submit_delay(cfg.submit_slot, rank) - Duration::from_millis(1));
+            let slot = cfg.widen_wait + submit_delay(cfg.submit_slot, rank);
+            rig.later(slot - Duration::from_millis(1));
             rig.engine.on_tick(rig.now);
             assert!(!gossips_certificate(&rig.drain()), "rank {rank} before its slot");
             // ... then with its submission, and republished after that.
@@ -2326,14 +2326,17 @@ fn on_tick_reveals_before_it_republishes_so_the_commitment_is_not_sent_again() {
 }
 
 /// The reveal fallback runs before submission: a certificate the fallback
-/// completes is sent in the same tick by the deal's first submitter.
+/// completes is sent in the same tick by the deal's first submitter (here
+/// without `widen_wait`).
 #[test]
 fn on_tick_runs_the_reveal_fallback_before_submission_so_its_certificate_is_sent_at_once() {
     let members = [0u32, 1, 2, 3];
     let deal = (1..=u8::MAX)
         .find(|d| submit_rank(&order_seed(&announcement(*d)), &members, 0) == 0)
         .expect("some deal has member 0 first");
-    let mut rig = commit_rig(0);
+    let cfg = EngineConfig { widen_wait: Duration::ZERO, ..EngineConfig::default() };
+    let mut rig = Rig::with(Some(0), cfg);
+    rig.engine.set_commit_reveal(EPOCH, Some(WINDOW));
     let a = announcement(deal);
     let own = rig.sign_through(&a, ReexecVerdict::Reproduced);
     rig.drain();

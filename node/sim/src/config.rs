@@ -2,7 +2,7 @@
 //! and the CPU cost model.
 
 use crate::error::{Error, Result};
-use resolvd_engine::Dissemination;
+use resolvd_engine::{Dissemination, EngineConfig};
 use serde::Serialize;
 use std::{fmt, str::FromStr, time::Duration};
 
@@ -25,6 +25,9 @@ pub struct Config {
     pub dissemination: Dissemination,
     /// How often each node's engine is ticked (the node's loop: 50 ms).
     pub tick: Duration,
+    /// The engine's `widen_wait`: how long a submitter waits for more signers
+    /// after its certificate.
+    pub widen_wait: Duration,
     /// Virtual time after which a run stops even if not every honest node
     /// saw the dispute settled.
     pub max_time: Duration,
@@ -47,6 +50,7 @@ impl Config {
             costs: Costs::default(),
             dissemination: Dissemination::Flood,
             tick: Duration::from_millis(50),
+            widen_wait: EngineConfig::default().widen_wait,
             max_time: Duration::from_secs(40),
             commit_reveal: None,
             trace: false,

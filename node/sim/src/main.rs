@@ -4,7 +4,7 @@
 #![allow(clippy::disallowed_macros)] // the CLI's own output
 
 use clap::{Parser, Subcommand};
-use resolvd_engine::{Aggregation, Dissemination};
+use resolvd_engine::{Aggregation, Dissemination, EngineConfig};
 use resolvd_sim::{Config, Faults, Latency, Partition, PublishTo, Report};
 use std::time::{Duration, Instant};
 
@@ -104,6 +104,10 @@ struct RunArgs {
     /// after its first partial, unless the slice is complete sooner.
     #[arg(long, default_value_t = 50)]
     collect_ms: u64,
+    /// How long (ms) a submitter waits after its certificate for more
+    /// signers (the engine's `widen_wait`).
+    #[arg(long, default_value_t = EngineConfig::default().widen_wait.as_millis() as u64)]
+    widen_ms: u64,
     /// Commit-reveal's window, ms (the registry's `commitRevealMs`; 0: off).
     #[arg(long, default_value_t = 0)]
     commit_reveal_ms: u64,
@@ -134,6 +138,7 @@ impl RunArgs {
         cfg.net.mesh = self.mesh;
         cfg.net.publish = self.publish.parse::<PublishTo>()?;
         cfg.max_time = Duration::from_secs(self.max_secs);
+        cfg.widen_wait = Duration::from_millis(self.widen_ms);
         cfg.commit_reveal =
             (self.commit_reveal_ms > 0).then(|| Duration::from_millis(self.commit_reveal_ms));
         cfg.net.partition =

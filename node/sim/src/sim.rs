@@ -385,6 +385,7 @@ impl Simulation {
                         EngineConfig {
                             submits,
                             dissemination: cfg.dissemination,
+                            widen_wait: cfg.widen_wait,
                             ..EngineConfig::default()
                         },
                         domain.clone(),

@@ -359,6 +359,7 @@ fn engine_config(cfg: &NodeConfig, chain: &Chain, signs: bool) -> EngineConfig {
     EngineConfig {
         retry: Duration::from_millis(cfg.pipeline.retry_ms),
         submit_slot: Duration::from_millis(cfg.pipeline.submit_slot_ms),
+        widen_wait: Duration::from_millis(cfg.pipeline.widen_wait_ms),
         max_buffered_partials: cfg.pipeline.max_buffered_partials,
         retain_settled: Duration::from_secs(cfg.pipeline.retain_settled_secs),
         submits: chain.account.is_some(),

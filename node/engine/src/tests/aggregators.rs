@@ -252,11 +252,12 @@ fn certify(rig: &mut Rig, a: &DisputeAnnouncement, signers: &[u32]) -> QuorumCer
     qc
 }
 
-/// A slice that grows after the dispute is certified is not sent: every
-/// aggregator ignores aggregates of the certified digest (the certificate is
-/// gossiped to all), and the late signer can include itself on chain.
+/// A slice that grows after the dispute is certified goes to the first
+/// submitters only (they widen the certificate they send with it; every
+/// other holder of the certificate ignores it); if the escrow rejects the
+/// certificate, the slices go to the aggregators again.
 #[test]
-fn a_collector_holding_the_certificate_sends_no_more_of_its_slice() {
+fn a_collector_holding_the_certificate_sends_its_slices_growth_to_the_first_submitters() {
     let a = announcement(1);
     let order = order(&a);
     // Slice 1 is order[2..4], collected by order[2] (this node).
@@ -267,17 +268,62 @@ fn a_collector_holding_the_certificate_sends_no_more_of_its_slice() {
     certify(&mut rig, &a, &[order[0], order[1], me]);
     assert_eq!(rig.phase(&a), Phase::Certified);
     // The slice's other member's partial arrives late: the slice is
-    // complete, but its aggregate goes nowhere.
+    // complete, and its aggregate goes to the first two submitters.
     rig.gossip_partial(partial(order[3] as usize, EPOCH, p.commitment), origin(order[3] as u8));
-    let mut actions = rig.batch();
-    actions.extend(tick_after(&mut rig, ESCALATE * 4));
-    assert!(sends(&actions).iter().all(|(_, kind)| *kind != "aggregate"), "{actions:?}");
-    // The escrow rejects the certificate: it is dropped, and the slice held
-    // back goes out at the next tick.
+    let sent = sends(&rig.batch());
+    assert_eq!(sent, vec![(order[..WIDENING_SUBMITTERS].to_vec(), "aggregate")]);
+    // Nothing new: not sent again.
+    assert!(sends(&tick_after(&mut rig, ESCALATE * 4)).is_empty());
+    // The escrow rejects the certificate: it is dropped, and the slices go to
+    // the aggregators (one here) again: they build the next certificate.
     rig.engine.on_submitted(a.deal_id, SubmitResult::Rejected("InvalidSignature".into()), rig.now);
     rig.drain();
-    let sent = sends(&tick_after(&mut rig, Duration::from_millis(50)));
+    let sent = sends(&tick_after(&mut rig, Duration::from_millis(1)));
     assert_eq!(sent, vec![(vec![order[0]], "aggregate")]);
+}
+
+/// The first submitter verifies a slice aggregate of its certified
+/// commitment that adds signers while it waits `widen_wait`, and sends a
+/// certificate with them; once it has sent, it ignores such aggregates.
+#[test]
+fn the_first_submitter_widens_its_certificate_with_a_late_slice_aggregate() {
+    let a = announcement(1);
+    let order = order(&a);
+    // This node aggregates and collects slice 0 (order[0..2]); slice 1 is
+    // order[2..4], collected by order[2].
+    let me = order[0];
+    let cfg = sliced();
+    let widen_wait = cfg.widen_wait;
+    let mut rig = Rig::with(Some(me as usize), cfg);
+    let p = rig.sign_through(&a, ReexecVerdict::Reproduced);
+    rig.drain();
+    let of = |i: u32| partial(i as usize, EPOCH, p.commitment);
+    rig.gossip_partial(of(order[1]), origin(order[1] as u8));
+    rig.batch();
+    let early = aggregate_of(&[of(order[2])]);
+    rig.engine.on_gossip(origin(order[2] as u8), Gossip::Aggregate(Box::new(early)), rig.now);
+    let qc = certificate_of(&rig.batch()).expect("certified with 3 of 4");
+    assert_eq!(qc.non_signers, vec![order[3]]);
+    // Order[3]'s partial reaches its collector late; the grown slice comes.
+    let mut late = vec![of(order[2]), of(order[3])];
+    late.sort_by_key(|p| p.signer_index);
+    let grown = aggregate_of(&late);
+    rig.engine.on_gossip(origin(order[2] as u8), Gossip::Aggregate(Box::new(grown)), rig.now);
+    assert_eq!(reports(&rig.batch()), vec![(Topic::Aggregates, Validation::Accept)]);
+    let actions = tick_after(&mut rig, widen_wait);
+    let submitted = actions
+        .iter()
+        .find_map(|x| match x {
+            Action::Submit { certificate, .. } => Some(certificate.clone()),
+            _ => None,
+        })
+        .expect("sent after widen_wait");
+    assert!(submitted.non_signers.is_empty(), "{:?}", submitted.non_signers);
+    submitted.verify(&committee(EPOCH, 4), &domain()).unwrap();
+    // Sent: a node that no longer submits does not verify them.
+    let again = aggregate_of(&[of(order[3])]);
+    rig.engine.on_gossip(origin(order[2] as u8), Gossip::Aggregate(Box::new(again)), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Aggregates, Validation::Ignore)]);
 }
 
 /// A member whose replay ends after the certificate came still sends its
