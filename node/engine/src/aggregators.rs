@@ -31,9 +31,10 @@
 //! Signers after the certificate are still paid without `includeSigners`:
 //! a partial signed after it still goes out, and a collector holding the
 //! certificate sends the slices of its commitment that grow to the
-//! dispute's first [`WIDENING_SUBMITTERS`] submitters only. A node that has
-//! yet to send `resolve` verifies an aggregate of the certified commitment
-//! that adds signers; every other holder of the certificate ignores it. The
+//! dispute's first [`WIDENING_SUBMITTERS`] submitters only. One of them that
+//! has yet to send `resolve` verifies an aggregate of the certified
+//! commitment that adds signers; every other holder of the certificate
+//! ignores it. The
 //! first submitter sends `widen_wait` after its certificate came, widened
 //! with every signer that reached it by then.
 
@@ -323,6 +324,10 @@ impl<O: MessageOrigin> Engine<O> {
     pub(crate) fn on_aggregate(&mut self, w: SignerAggregate, origin: O, now: Instant) {
         let deal_id = w.commitment.deal_id;
         let aggregating = self.aggregating();
+        let widens = aggregating
+            && self.order(&deal_id).is_some_and(|(order, me)| {
+                me.is_some_and(|me| order.iter().take(WIDENING_SUBMITTERS).any(|&m| m == me))
+            });
         let screen = match self.disputes.get(&deal_id) {
             _ if !aggregating => Err(Validation::Ignore),
             None if self.finished.contains(&deal_id) => Err(Validation::Ignore),
@@ -337,15 +342,16 @@ impl<O: MessageOrigin> Engine<O> {
                 Err(Validation::Ignore)
             }
             // After the certificate, one of its commitment is worth a pairing
-            // only to a node that still sends it (it widens the certificate
-            // with the signers it adds); another commitment's is conflict
+            // only to one of the first submitters that has yet to send it (it
+            // widens the certificate with the signers it adds; the rest send
+            // only if those failed); another commitment's is conflict
             // evidence.
             Some(d)
                 if d.submission
                     .certificate
                     .as_ref()
                     .is_some_and(|qc| qc.commitment == w.commitment)
-                    && (d.submission.submit_at.is_none() || d.submission.submitting) =>
+                    && (!widens || d.submission.submit_at.is_none() || d.submission.submitting) =>
             {
                 Err(Validation::Ignore)
             }

@@ -267,6 +267,11 @@ fn a_collector_holding_the_certificate_sends_its_slices_growth_to_the_first_subm
     rig.drain();
     certify(&mut rig, &a, &[order[0], order[1], me]);
     assert_eq!(rig.phase(&a), Phase::Certified);
+    // Not one of the first two submitters: an aggregate of the certified
+    // commitment is ignored unverified, even one that adds a signer.
+    let late = aggregate_of(&[partial(order[3] as usize, EPOCH, p.commitment)]);
+    rig.engine.on_gossip(origin(order[3] as u8), Gossip::Aggregate(Box::new(late)), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Aggregates, Validation::Ignore)]);
     // The slice's other member's partial arrives late: the slice is
     // complete, and its aggregate goes to the first two submitters.
     rig.gossip_partial(partial(order[3] as usize, EPOCH, p.commitment), origin(order[3] as u8));
