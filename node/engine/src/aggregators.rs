@@ -295,10 +295,17 @@ impl<O: MessageOrigin> Engine<O> {
                 let to = if certified == Some(*digest) { &widening } else { &to };
                 let start = *j * a.slice;
                 let slice = order.get(start..(start + a.slice).min(order.len()));
-                let Some(aggregate) = slice.and_then(|s| builder.aggregate_of(digest, s)) else {
+                let Some((slice, aggregate)) =
+                    slice.and_then(|s| Some((s, builder.aggregate_of(digest, s)?)))
+                else {
                     *due = None;
                     continue;
                 };
+                // The slice's members send their partials to each of its
+                // collectors: a target that collects it holds them already
+                // (the first slice's collectors are the first aggregators).
+                let collectors = &slice[..a.collectors.min(slice.len())];
+                let to: Vec<u32> = to.iter().copied().filter(|i| !collectors.contains(i)).collect();
                 if aggregate.signers.len() <= *sent {
                     *due = None;
                     continue;
@@ -307,7 +314,7 @@ impl<O: MessageOrigin> Engine<O> {
                 // Again only if it grows, and not before `collect_wait`.
                 *due = None;
                 if !to.is_empty() {
-                    sends.push((d.info.epoch, to.clone(), Box::new(aggregate.to_wire())));
+                    sends.push((d.info.epoch, to, Box::new(aggregate.to_wire())));
                 }
             }
         }

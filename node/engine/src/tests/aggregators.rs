@@ -241,6 +241,36 @@ fn a_collector_sends_its_complete_slice_to_the_aggregators() {
     );
 }
 
+/// The first slice's collectors are the first aggregators (group and
+/// collectors of one size): each holds the slice's partials from its members
+/// directly, so none sends the slice's aggregate to another; the second
+/// slice's collectors send theirs to both.
+#[test]
+fn a_collector_sends_no_aggregate_to_a_target_that_collects_the_same_slice() {
+    let a = announcement(1);
+    let order = order(&a);
+    let cfg = with(Aggregation {
+        group: 2,
+        slice: 2,
+        collectors: 2,
+        escalate_after: ESCALATE,
+        ..Aggregation::default()
+    });
+    for (me, other, to) in [
+        (order[0], order[1], vec![]),
+        (order[2], order[3], vec![(order[..2].to_vec(), "aggregate")]),
+    ] {
+        let mut rig = Rig::with(Some(me as usize), cfg.clone());
+        let p = rig.sign_through(&a, ReexecVerdict::Reproduced);
+        rig.drain();
+        rig.gossip_partial(partial(other as usize, EPOCH, p.commitment), origin(other as u8));
+        let mut actions = rig.batch();
+        actions.extend(tick_after(&mut rig, ESCALATE / 2));
+        let sent: Vec<_> = sends(&actions).into_iter().filter(|(_, k)| *k == "aggregate").collect();
+        assert_eq!(sent, to, "collector {me}: {actions:?}");
+    }
+}
+
 /// A certificate of `signers` for `a`'s honest commitment, gossiped to the
 /// node and verified in its batch.
 fn certify(rig: &mut Rig, a: &DisputeAnnouncement, signers: &[u32]) -> QuorumCertificate {
