@@ -10,7 +10,8 @@
 //! collector verifies its slice's partials (at most `slice`, so a slice's
 //! garbage costs it at most `2 · slice` pairings) and sends their aggregate
 //! (a [`SignerAggregate`]: signer list and one signature) to the first group
-//! of aggregators, again when it grows. An aggregator verifies each aggregate
+//! of aggregators, again when it grows (not to one that collects the same
+//! slice: it holds the partials already). An aggregator verifies each aggregate
 //! that adds signers with one pairing, combines disjoint ones with any
 //! partials it holds into a certificate and gossips it; every other member
 //! verifies one certificate. Committees of at most `slice` members, and
