@@ -35,9 +35,8 @@
 //! dispute's first [`WIDENING_SUBMITTERS`] submitters only. One of them that
 //! has yet to send `resolve` verifies an aggregate of the certified
 //! commitment that adds signers; every other holder of the certificate
-//! ignores it. The
-//! first submitter sends `widen_wait` after its certificate came, widened
-//! with every signer that reached it by then.
+//! ignores it. The first submitter sends `widen_wait` after its certificate
+//! came, widened with every signer that reached it by then.
 
 use super::*;
 use alloy_primitives::B256;
