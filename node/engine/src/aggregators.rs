@@ -273,15 +273,12 @@ impl<O: MessageOrigin> Engine<O> {
             let Some(committee) = self.chain.committees.get(&d.info.epoch) else { continue };
             let me = self.identity.me.as_ref().and_then(|k| committee.index_of(k));
             let order = &d.aggregators.order;
-            let round = d.aggregators.round;
-            let mut to = groups_of(order, a.group, round).to_vec();
-            to.retain(|&i| Some(i) != me);
+            let group = groups_of(order, a.group, d.aggregators.round);
             // A slice of the certified digest that grows after the certificate
             // (late partials) goes to the dispute's first submitters only:
             // they take its signers into the certificate they send. Every
             // other holder of the certificate would ignore it.
-            let mut widening = order[..WIDENING_SUBMITTERS.min(order.len())].to_vec();
-            widening.retain(|&i| Some(i) != me);
+            let widening = &order[..WIDENING_SUBMITTERS.min(order.len())];
             let certified = d.submission.certificate.as_ref().and_then(|qc| {
                 self.identity
                     .domains
@@ -292,7 +289,6 @@ impl<O: MessageOrigin> Engine<O> {
                 if due.is_none_or(|t| now < t) {
                     continue;
                 }
-                let to = if certified == Some(*digest) { &widening } else { &to };
                 let start = *j * a.slice;
                 let slice = order.get(start..(start + a.slice).min(order.len()));
                 let Some((slice, aggregate)) =
@@ -301,11 +297,6 @@ impl<O: MessageOrigin> Engine<O> {
                     *due = None;
                     continue;
                 };
-                // The slice's members send their partials to each of its
-                // collectors: a target that collects it holds them already
-                // (the first slice's collectors are the first aggregators).
-                let collectors = &slice[..a.collectors.min(slice.len())];
-                let to: Vec<u32> = to.iter().copied().filter(|i| !collectors.contains(i)).collect();
                 if aggregate.signers.len() <= *sent {
                     *due = None;
                     continue;
@@ -313,6 +304,16 @@ impl<O: MessageOrigin> Engine<O> {
                 *sent = aggregate.signers.len();
                 // Again only if it grows, and not before `collect_wait`.
                 *due = None;
+                // The slice's members send their partials to each of its
+                // collectors: a target that collects it holds them already
+                // (the first slice's collectors are the first aggregators).
+                let collectors = &slice[..a.collectors.min(slice.len())];
+                let targets = if certified == Some(*digest) { widening } else { group };
+                let to: Vec<u32> = targets
+                    .iter()
+                    .copied()
+                    .filter(|&i| Some(i) != me && !collectors.contains(&i))
+                    .collect();
                 if !to.is_empty() {
                     sends.push((d.info.epoch, to, Box::new(aggregate.to_wire())));
                 }
@@ -331,7 +332,13 @@ impl<O: MessageOrigin> Engine<O> {
     pub(crate) fn on_aggregate(&mut self, w: SignerAggregate, origin: O, now: Instant) {
         let deal_id = w.commitment.deal_id;
         let aggregating = self.aggregating();
+        // Only for an aggregate of the certified commitment: whether this
+        // node is one of the first submitters (the order is read only then).
+        let of_certified = self.disputes.get(&deal_id).is_some_and(|d| {
+            d.submission.certificate.as_ref().is_some_and(|qc| qc.commitment == w.commitment)
+        });
         let widens = aggregating
+            && of_certified
             && self.order(&deal_id).is_some_and(|(order, me)| {
                 me.is_some_and(|me| order.iter().take(WIDENING_SUBMITTERS).any(|&m| m == me))
             });
@@ -354,10 +361,7 @@ impl<O: MessageOrigin> Engine<O> {
             // only if those failed); another commitment's is conflict
             // evidence.
             Some(d)
-                if d.submission
-                    .certificate
-                    .as_ref()
-                    .is_some_and(|qc| qc.commitment == w.commitment)
+                if of_certified
                     && (!widens || d.submission.submit_at.is_none() || d.submission.submitting) =>
             {
                 Err(Validation::Ignore)
