@@ -36,6 +36,17 @@ pub struct Config {
     pub commit_reveal: Option<Duration>,
     /// Record every message copy sent ([`crate::Simulation::sends`]).
     pub trace: bool,
+    /// CPUs every node shares (`None`: each node has its own). With `Some(k)`
+    /// a node's job also waits for one of the `k` to be free, as the
+    /// processes of `make bench-scale` share the machine's cores.
+    pub cores: Option<usize>,
+    /// Every modelled cost × this (1: the criterion figures; the real
+    /// node's CPU per dispute over the modelled one, for its runtime and
+    /// transport).
+    pub cpu_scale: f64,
+    /// CPU added to every message copy sent and every copy received (the
+    /// real transport's: framing, encryption, the runtime's wake-ups).
+    pub transport: Duration,
 }
 
 impl Config {
@@ -54,6 +65,9 @@ impl Config {
             max_time: Duration::from_secs(40),
             commit_reveal: None,
             trace: false,
+            cores: None,
+            cpu_scale: 1.0,
+            transport: Duration::ZERO,
         }
     }
 }
@@ -493,6 +507,35 @@ impl Costs {
     /// Checking a certificate of `signers` received from a peer.
     pub fn check_certificate(&self, signers: usize) -> Duration {
         self.decode + self.pairing + self.aggregate_per_signer * signers as u32
+    }
+
+    /// Every cost multiplied by `factor` (a process whose work around the
+    /// modelled pieces, runtime and transport, costs `factor` × as much).
+    pub fn scaled(&self, factor: f64) -> Self {
+        let f = |d: Duration| d.mul_f64(factor);
+        Self {
+            replay: f(self.replay),
+            sign: f(self.sign),
+            decode: f(self.decode),
+            pairing: f(self.pairing),
+            batch_base: f(self.batch_base),
+            batch_per_partial: f(self.batch_per_partial),
+            bisect_check: f(self.bisect_check),
+            aggregate_per_signer: f(self.aggregate_per_signer),
+            receive: f(self.receive),
+            duplicate: f(self.duplicate),
+            send: f(self.send),
+        }
+    }
+
+    /// `per_copy` more for every copy sent and every copy received.
+    pub fn with_transport(&self, per_copy: Duration) -> Self {
+        Self {
+            send: self.send + per_copy,
+            receive: self.receive + per_copy,
+            duplicate: self.duplicate + per_copy,
+            ..self.clone()
+        }
     }
 
     /// The floor of one node's dispute: its own replay, its own signature

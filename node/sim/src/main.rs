@@ -29,7 +29,8 @@ enum Command {
         sizes: Vec<usize>,
         /// Fault mixes (each as `--faults`), `;`-separated; a mix may add run
         /// options after `+`: `commit-reveal=MS`, `partition=SPEC` (as
-        /// `--partition`), `up-to=N` (only at sizes up to N), e.g.
+        /// `--partition`), `cores=K`, `transport-us=T`, `cpu-scale=F` (as
+        /// the flags), `up-to=N` (only at sizes up to N), e.g.
         /// `forge=1/3+commit-reveal=500+up-to=256`.
         #[arg(
             long,
@@ -115,6 +116,18 @@ struct RunArgs {
     /// until UNTIL_MS of virtual time: `1/2@0-3000`.
     #[arg(long)]
     partition: Option<String>,
+    /// CPUs all nodes share, as the processes of `make bench-scale` share the
+    /// machine's (0: each node has its own).
+    #[arg(long, default_value_t = 0)]
+    cores: usize,
+    /// Every modelled CPU cost × this (e.g. the real node's CPU per dispute
+    /// over the simulated one).
+    #[arg(long, default_value_t = 1.0)]
+    cpu_scale: f64,
+    /// CPU (µs) added to every message copy sent and every copy received:
+    /// the real transport's, which the modelled costs leave out.
+    #[arg(long, default_value_t = 0)]
+    transport_us: u64,
     /// Stop after this much virtual time, seconds.
     #[arg(long, default_value_t = 40)]
     max_secs: u64,
@@ -125,8 +138,9 @@ struct RunArgs {
 
 impl RunArgs {
     /// The run's configuration for `nodes` and a mix: faults (as
-    /// `--faults`), then optional `+commit-reveal=MS` and `+partition=SPEC`,
-    /// which override the flags.
+    /// `--faults`), then optional `+commit-reveal=MS`, `+partition=SPEC`,
+    /// `+cores=K`, `+transport-us=T` and `+cpu-scale=F`, which override the
+    /// flags.
     fn config(&self, nodes: usize, mix: &str) -> eyre::Result<Config> {
         let mut parts = mix.split('+');
         let faults = parts.next().unwrap_or("none");
@@ -139,6 +153,9 @@ impl RunArgs {
         cfg.net.publish = self.publish.parse::<PublishTo>()?;
         cfg.max_time = Duration::from_secs(self.max_secs);
         cfg.widen_wait = Duration::from_millis(self.widen_ms);
+        cfg.cores = (self.cores > 0).then_some(self.cores);
+        cfg.cpu_scale = self.cpu_scale;
+        cfg.transport = Duration::from_micros(self.transport_us);
         cfg.commit_reveal =
             (self.commit_reveal_ms > 0).then(|| Duration::from_millis(self.commit_reveal_ms));
         cfg.net.partition =
@@ -152,9 +169,16 @@ impl RunArgs {
                 Some(("partition", spec)) => {
                     cfg.net.partition = Some(Partition::parse(spec, nodes)?)
                 }
+                Some(("cores", k)) => {
+                    let k: usize = k.parse()?;
+                    cfg.cores = (k > 0).then_some(k);
+                }
+                Some(("transport-us", us)) => cfg.transport = Duration::from_micros(us.parse()?),
+                Some(("cpu-scale", f)) => cfg.cpu_scale = f.parse()?,
                 Some(("up-to", _)) => {}
                 _ => eyre::bail!(
-                    "`{option}` in `{mix}`: expected commit-reveal=MS, partition=SPEC or up-to=N"
+                    "`{option}` in `{mix}`: expected commit-reveal=MS, partition=SPEC, cores=K, \
+                     transport-us=T, cpu-scale=F or up-to=N"
                 ),
             }
         }

@@ -188,6 +188,12 @@ pub struct Report {
     pub partials: String,
     /// Bytes added to each message's encoding.
     pub overhead_bytes: usize,
+    /// CPUs all nodes share (`None`: one per node).
+    pub shared_cores: Option<usize>,
+    /// Every modelled CPU cost × this.
+    pub cpu_scale: f64,
+    /// CPU added per message copy sent or received, µs.
+    pub transport_us: f64,
     /// Members that started.
     pub live: usize,
     /// Honest members.
@@ -302,6 +308,9 @@ impl Report {
                 Dissemination::Aggregators(a) => format!("→ {}", a.group),
             },
             overhead_bytes: cfg.net.overhead,
+            shared_cores: cfg.cores,
+            cpu_scale: cfg.cpu_scale,
+            transport_us: cfg.transport.as_secs_f64() * 1e6,
             live: all.iter().filter(|s| s.role != Role::Crashed).count(),
             honest: honest.len(),
             honest_certified,
@@ -360,6 +369,15 @@ impl Report {
         }
         if let Some(p) = &self.partition {
             faults.push_str(&format!("; {p}"));
+        }
+        if let Some(k) = self.shared_cores {
+            faults.push_str(&format!("; {k} shared cores"));
+        }
+        if self.transport_us > 0.0 {
+            faults.push_str(&format!("; {:.0} µs per copy", self.transport_us));
+        }
+        if self.cpu_scale != 1.0 {
+            faults.push_str(&format!("; CPU × {}", self.cpu_scale));
         }
         format!(
             "| {} | {} | {} | {} | {:.0} ({:.0}) | {:.0} | {:.1} ms ({:.1} ×), {:.1} ms | {} | {} |",

@@ -196,6 +196,8 @@ pub struct Simulation {
     cfg: Config,
     base: Instant,
     now: u64,
+    /// When each shared CPU is free ([`Config::cores`]; empty: a CPU per node).
+    cores: Vec<u64>,
     seq: u64,
     queue: BinaryHeap<Entry>,
     nodes: Vec<SimNode>,
@@ -309,11 +311,15 @@ fn ns(d: Duration) -> u64 {
 impl Simulation {
     /// Builds the committee (a real BLS key per member), the engines of the
     /// members that start, each with the committee loaded, and the mesh.
-    pub fn new(cfg: Config) -> Result<Self> {
+    pub fn new(mut cfg: Config) -> Result<Self> {
         let n = cfg.nodes;
         if n == 0 || n > u32::MAX as usize / 2 {
             return Err(Error::Invalid(format!("{n} nodes")));
         }
+        if cfg.cores == Some(0) || !(cfg.cpu_scale.is_finite() && cfg.cpu_scale > 0.0) {
+            return Err(Error::Invalid("no shared cores, or a CPU scale not above 0".into()));
+        }
+        cfg.costs = cfg.costs.scaled(cfg.cpu_scale).with_transport(cfg.transport);
         if cfg.net.uplink_bps == 0 || !(0.0..1.0).contains(&cfg.net.loss) || cfg.net.mesh == 0 {
             return Err(Error::Invalid("bandwidth, loss or mesh degree out of range".into()));
         }
@@ -431,6 +437,7 @@ impl Simulation {
             domain,
             committee,
             committee_size: n,
+            cores: vec![0; cfg.cores.unwrap_or(0)],
             cfg,
             base,
             now: 0,
@@ -516,35 +523,48 @@ impl Simulation {
         self.base + Duration::from_nanos(at)
     }
 
+    /// When `node` can next run a job: its own CPU free and, with shared
+    /// cores, one of them.
+    fn cpu_at(&self, node: u32) -> u64 {
+        let own = self.nodes[node as usize].cpu_free;
+        self.cores.iter().min().map_or(own, |&core| own.max(core))
+    }
+
     /// A job reaches the node's CPU: run now if idle, else wait in line.
     fn arrive(&mut self, node: u32, job: Job) {
         let now = self.now;
-        let n = &mut self.nodes[node as usize];
-        if n.engine.is_none() {
+        if self.nodes[node as usize].engine.is_none() {
             return;
         }
-        if n.cpu_free <= now && n.backlog.is_empty() {
+        let at = self.cpu_at(node).max(now);
+        let n = &mut self.nodes[node as usize];
+        if at == now && n.backlog.is_empty() {
             self.execute(node, job);
         } else {
             n.tick_waiting |= matches!(job, Job::Tick);
             n.backlog.push_back(job);
             if !n.ready {
                 n.ready = true;
-                let at = n.cpu_free.max(now);
                 self.schedule(at, node, Job::Ready);
             }
         }
     }
 
     fn ready(&mut self, node: u32) {
+        // A shared core this node waited for went to another node first.
+        let at = self.cpu_at(node);
+        if at > self.now {
+            self.schedule(at, node, Job::Ready);
+            return;
+        }
         let n = &mut self.nodes[node as usize];
         n.ready = false;
         let Some(job) = n.backlog.pop_front() else { return };
         self.execute(node, job);
+        let at = self.cpu_at(node).max(self.now);
         let n = &mut self.nodes[node as usize];
         if !n.backlog.is_empty() && !n.ready {
             n.ready = true;
-            let at = n.cpu_free.max(self.now);
             self.schedule(at, node, Job::Ready);
         }
     }
@@ -941,6 +961,10 @@ impl Simulation {
         let cost = ns(work.cost) * n.slow as u64;
         let done = now + cost;
         n.cpu_free = done;
+        // The shared core the job ran on (one is free now: `cpu_at`).
+        if let Some(core) = self.cores.iter_mut().filter(|c| **c <= now).min() {
+            *core = done;
+        }
         n.stats.cpu_ns += cost;
         if work.seen {
             n.stats.seen_at = Some(now);

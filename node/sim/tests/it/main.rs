@@ -140,6 +140,62 @@ fn slow_nodes_spend_more_modelled_cpu() {
 }
 
 #[test]
+fn as_many_shared_cores_as_nodes_is_a_cpu_per_node() {
+    // A node's jobs run one at a time, so with a core per node one is always
+    // free when the node is: the same run, event for event.
+    let own = run(config(16, 13, "garbage=2,slow=2x4")).unwrap();
+    let mut cfg = config(16, 13, "garbage=2,slow=2x4");
+    cfg.cores = Some(16);
+    let mut shared = run(cfg).unwrap();
+    assert_eq!(shared.shared_cores, Some(16));
+    shared.shared_cores = None;
+    assert_eq!(own.to_json(), shared.to_json());
+}
+
+#[test]
+fn shared_cores_never_run_more_than_they_have_and_queue_the_burst() {
+    // Every modelled cost × 20 and 200 µs per message copy: a node's work
+    // for the dispute is about 0.1 s of CPU.
+    let run_with = |cores: Option<usize>, max_secs: u64| {
+        let mut cfg = aggregating(64, 14, "none");
+        cfg.cpu_scale = 20.0;
+        cfg.transport = Duration::from_micros(200);
+        cfg.cores = cores;
+        cfg.max_time = Duration::from_secs(max_secs);
+        let mut sim = Simulation::new(cfg).unwrap();
+        let r = sim.run();
+        assert_eq!(r.evidence, 0);
+        let cpu_ms = sim.node_stats().map(|s| s.cpu_ns).sum::<u64>() as f64 / 1e6;
+        (r, cpu_ms)
+    };
+    // Stopped in the middle of the burst (the dispute is seen 1 to 2 s in):
+    // with a CPU per node the nodes did more work than two cores could have.
+    let (own, own_cpu_ms) = run_with(None, 3);
+    assert_eq!((own.cpu_scale, own.transport_us), (20.0, 200.0));
+    assert!(own_cpu_ms > 2.0 * own.virtual_ms, "{own_cpu_ms} ms of CPU in {} ms", own.virtual_ms);
+    for cores in [1, 2] {
+        let (r, cpu_ms) = run_with(Some(cores), 3);
+        // k cores do at most k core-seconds per second, give or take the
+        // last job each started (charged whole when it starts).
+        let slack = 100.0 * cores as f64;
+        assert!(
+            cpu_ms <= cores as f64 * r.virtual_ms + slack,
+            "{cpu_ms} ms of CPU on {cores} cores in {} ms",
+            r.virtual_ms
+        );
+    }
+    // Run to the end, the shared cores only delay: every node certifies,
+    // later than with a CPU each.
+    let (own, _) = run_with(None, 40);
+    let (shared, _) = run_with(Some(2), 40);
+    for r in [&own, &shared] {
+        assert!(r.all_honest_certified && r.settled, "{}", r.to_json());
+    }
+    let p50 = |r: &resolvd_sim::Report| r.seen_to_certificate_ms.as_ref().unwrap().p50;
+    assert!(p50(&shared) > 2.0 * p50(&own), "{} ms against {} ms", p50(&shared), p50(&own));
+}
+
+#[test]
 fn geo_latencies_and_publishing_to_everyone_run() {
     let mut cfg = config(24, 10, "none");
     cfg.net.latency = "geo".parse().unwrap();
