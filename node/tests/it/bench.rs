@@ -80,7 +80,6 @@ pub(crate) fn floor_ms(
         let digest = commitment.eip712_digest(domain);
         let own = keys[0].sign(&digest).compress();
         let own_work = start.elapsed();
-        let timed = own_work;
         let partials: Vec<SignedVerdict> = keys
             .iter()
             .enumerate()
@@ -97,7 +96,7 @@ pub(crate) fn floor_ms(
             builder.on_partial(p).unwrap();
         }
         let events = builder.process(&[7; 32]);
-        let path = timed + start.elapsed();
+        let path = own_work + start.elapsed();
         let wire = events
             .iter()
             .find_map(|e| match e {
