@@ -42,7 +42,7 @@ pub(crate) struct Floor {
 }
 
 /// A node's share of a dispute's work for a committee of `n`, in one process.
-pub(crate) fn floor_ms(
+pub(crate) fn floors(
     content: &DealContent,
     n: usize,
     domain: &resolvd_proto::VerdictDomain,
@@ -73,7 +73,7 @@ pub(crate) fn floor_ms(
     // Per node, one replay, one signature, then the n partials checked in a
     // batch and aggregated; the other n - 1 signatures are made elsewhere,
     // in parallel, so they are made here outside the timed part.
-    let (mut samples, mut goal) = (Vec::new(), Vec::new());
+    let (mut paths, mut goals) = (Vec::new(), Vec::new());
     for _ in 0..30 {
         let start = Instant::now();
         let commitment = EvmBackend.verdict(&request).unwrap().commitment();
@@ -108,14 +108,14 @@ pub(crate) fn floor_ms(
         // pairing against the signers' aggregate key.
         let start = Instant::now();
         QuorumCertificate::from_wire(&wire).unwrap().verify(&committee, domain).unwrap();
-        goal.push((own_work + start.elapsed()).as_secs_f64() * 1e3);
-        samples.push(path.as_secs_f64() * 1e3);
+        goals.push((own_work + start.elapsed()).as_secs_f64() * 1e3);
+        paths.push(path.as_secs_f64() * 1e3);
     }
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    Floor { path_ms: median(samples), goal_ms: median(goal) }
+    Floor { path_ms: median(paths), goal_ms: median(goals) }
 }
 
 /// Latencies (ms, sorted) of a run of disputes, and the per-node RSS peak.
@@ -267,7 +267,7 @@ async fn dispute_latency_and_memory() {
     let idle_rss: Vec<u64> = net.0.nodes.iter().map(|n| n.rss_kib().unwrap_or(0)).collect();
     let content = net.0.deal_content(DealKind::Honest).await.unwrap();
     let domain = devnet_domain(&net.0);
-    let floor = floor_ms(&content, nodes, &domain);
+    let floor = floors(&content, nodes, &domain);
 
     let mut witness_to = vec![0];
     witness_to.extend(1..nodes.min(2));

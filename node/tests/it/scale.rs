@@ -398,7 +398,7 @@ async fn scale_bench() {
     let honest = net.0.deal_content(DealKind::Honest).await.unwrap();
     let false_claim = net.0.deal_content(DealKind::FalseClaim).await.unwrap();
     let domain = crate::bench::devnet_domain(&net.0);
-    let floor = crate::bench::floor_ms(&honest, nodes, &domain);
+    let floor = crate::bench::floors(&honest, nodes, &domain);
     let mut peak_rss: Vec<u64> = net.0.nodes.iter().map(|n| n.rss_kib().unwrap_or(0)).collect();
     let (mut to_settle, mut seen_to_cert, mut seen_to_settle) =
         (Vec::new(), Vec::new(), Vec::new());
