@@ -173,6 +173,13 @@ enum Internal {
         deal_id: B256,
         result: Result<Option<B256>, String>,
     },
+    /// A peer's outbound direct stream failed (`id`: which one); `messages`
+    /// were not written.
+    DirectFailed {
+        peer: PeerId,
+        id: u64,
+        messages: Vec<Gossip>,
+    },
     /// The remote signer answered for this node's member record.
     RecordSigned {
         record: Box<resolvd_proto::wire::MemberRecord>,
@@ -313,6 +320,8 @@ struct Inbox {
     tx: mpsc::UnboundedSender<Internal>,
     rx: mpsc::UnboundedReceiver<Internal>,
     content_rx: mpsc::UnboundedReceiver<B256>,
+    /// Frames read from direct streams (bounded: [`direct::INBOX`]).
+    direct_rx: mpsc::Receiver<direct::DirectIn>,
 }
 
 impl Node {
@@ -450,6 +459,7 @@ impl Node {
             tokio::select! {
                 event = self.swarm.select_next_some() => self.on_swarm(event),
                 Some(msg) = self.inbox.rx.recv() => self.on_internal(msg),
+                Some(direct) = self.inbox.direct_rx.recv() => self.on_direct_in(direct, Instant::now()),
                 Some(_) = self.inbox.content_rx.recv() => self.engine.on_content_stored(Instant::now()),
                 () = sleep_until_some(batch) => self.on_batch(),
                 _ = tick.tick() => {
@@ -796,7 +806,7 @@ impl Node {
                     }
                 }
             }
-            SwarmEvent::Behaviour(BehaviourEvent::Direct(event)) => self.on_direct(event, now),
+            SwarmEvent::Behaviour(BehaviourEvent::Direct(())) => {}
             SwarmEvent::Behaviour(BehaviourEvent::Content(event)) => {
                 let served = self.tx_served();
                 let stored = self.content.on_event(&mut self.swarm, &self.store, &served, event);
@@ -818,6 +828,7 @@ impl Node {
             SwarmEvent::ConnectionClosed { peer_id, connection_id, num_established, .. } => {
                 self.content.closed(connection_id);
                 if num_established == 0 {
+                    self.on_direct_disconnected(&peer_id);
                     self.peers.connected.retain(|_, p| *p != peer_id);
                     self.peers.status_at = None;
                     debug!(target: "p2p", %peer_id, "disconnected");
@@ -878,6 +889,9 @@ impl Node {
                 self.engine.on_slashed(deal_id, resolvers, result, now);
             }
             Internal::Served(served) => self.content.respond(&mut self.swarm, served),
+            Internal::DirectFailed { peer, id, messages } => {
+                self.on_direct_failed(peer, id, messages);
+            }
             Internal::RecordSigned { record, epoch, next, result } => {
                 self.on_record_signed(*record, epoch, next, result, now);
             }

@@ -1,7 +1,8 @@
 //! The p2p layer: libp2p over TCP + noise + yamux, identify, gossipsub with
 //! application-side validation and peer scoring, a request-response
-//! protocol to fetch content by hash, and one to send a message straight to
-//! a peer (aggregation's sends to a dispute's collectors and aggregators).
+//! protocol to fetch content by hash, and a long-lived stream per peer to
+//! send messages straight to it (aggregation's sends to a dispute's
+//! collectors and aggregators).
 //!
 //! This module knows wire formats, not disputes: every gossip message is
 //! decoded into its validated wire type ([`decode_gossip`]) before anything
@@ -37,17 +38,20 @@ pub const CONTENT_STREAMS: usize = 8;
 /// The request-response protocol for content by hash.
 pub const CONTENT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/content/1");
 
-/// The request-response protocol for direct messages: 1 to
-/// [`MAX_DIRECT_MESSAGES`] messages, each with its topic, answered with an
-/// empty acknowledgement as soon as the bytes are read. Each message is
-/// judged as if gossiped on its topic, in order, but never forwarded.
-pub const DIRECT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/direct/2");
+/// The stream protocol for direct messages: a sender keeps one stream open
+/// to each peer it sends to and writes [`Direct`] frames on it
+/// ([`write_direct`]), unanswered, as long as the stream lives. Each message
+/// of a frame is judged as if gossiped on its topic, in order, but never
+/// forwarded.
+pub const DIRECT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/direct/3");
 
-/// Concurrent direct streams (inbound + outbound) per connection.
-pub const DIRECT_STREAMS: usize = 16;
+/// Inbound direct streams read at once from one peer, at most (a sender
+/// replacing a failed stream may open its next before the last one closed);
+/// more are closed unread.
+pub const DIRECT_STREAMS_PER_PEER: usize = 2;
 
-/// How long a direct send may take before it counts as failed (and the
-/// message goes out on gossip instead).
+/// How long opening a direct stream, or writing one frame to it, may take
+/// before the send counts as failed (and its messages go out on gossip).
 pub const DIRECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub use resolvd_proto::wire::{Gossip, Topic};
@@ -95,7 +99,7 @@ pub fn decode_gossip(message: &gossipsub::Message) -> Result<(Topic, Gossip), Go
 /// its commitment, and the rare equivocation test's extra partials with it.
 pub const MAX_DIRECT_MESSAGES: usize = 4;
 
-/// A request sent straight to one peer ([`DIRECT_PROTOCOL`]): messages, each
+/// A frame sent straight to one peer ([`DIRECT_PROTOCOL`]): messages, each
 /// the topic it would be gossiped on and its wire bytes, that the receiver
 /// takes in this order at one instant (a reveal never arrives before its
 /// commitment).
@@ -159,53 +163,48 @@ impl Direct {
     }
 }
 
-/// Largest direct request frame.
+/// Largest direct frame.
 const MAX_DIRECT_FRAME: usize = MAX_DIRECT_MESSAGES * (5 + MAX_GOSSIP_LEN);
 
-/// Codec of [`DIRECT_PROTOCOL`]: a length-prefixed frame of 1 to
+/// Writes one [`Direct`] frame to a [`DIRECT_PROTOCOL`] stream and flushes
+/// it, leaving the stream open: a 4-byte big-endian length, then 1 to
 /// [`MAX_DIRECT_MESSAGES`] messages, each a topic byte (its place in
 /// [`Topic::ALL`]), a 4-byte big-endian length and at most
-/// [`MAX_GOSSIP_LEN`] bytes; the response is an empty frame.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DirectCodec;
+/// [`MAX_GOSSIP_LEN`] bytes.
+pub async fn write_direct<T: futures::AsyncWrite + Unpin + Send>(
+    io: &mut T,
+    direct: &Direct,
+) -> io::Result<()> {
+    let frame = direct.to_frame();
+    let mut bytes = Vec::with_capacity(4 + frame.len());
+    bytes.extend_from_slice(&(frame.len() as u32).to_be_bytes());
+    bytes.extend_from_slice(&frame);
+    io.write_all(&bytes).await?;
+    io.flush().await
+}
 
-impl request_response::Codec for DirectCodec {
-    type Protocol = StreamProtocol;
-    type Request = Direct;
-    type Response = ();
-
-    async fn read_request<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Direct>
-    where
-        T: futures::AsyncRead + Unpin + Send,
-    {
-        Direct::from_frame(&read_frame(io, MAX_DIRECT_FRAME).await?)
+/// Reads the next [`Direct`] frame of a [`DIRECT_PROTOCOL`] stream: `None`
+/// when the sender closed it between frames; `InvalidData` for a frame that
+/// is too long or malformed (unknown topic, truncated, too many messages).
+pub async fn read_direct<T: futures::AsyncRead + Unpin + Send>(
+    io: &mut T,
+) -> io::Result<Option<Direct>> {
+    let mut len = [0u8; 4];
+    // A clean end is one before the first byte of a frame.
+    match io.read(&mut len[..1]).await? {
+        0 => return Ok(None),
+        _ => io.read_exact(&mut len[1..]).await?,
     }
-
-    async fn read_response<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<()>
-    where
-        T: futures::AsyncRead + Unpin + Send,
-    {
-        read_frame(io, 0).await.map(drop)
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_DIRECT_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes exceeds {MAX_DIRECT_FRAME}"),
+        ));
     }
-
-    async fn write_request<T>(
-        &mut self,
-        _: &StreamProtocol,
-        io: &mut T,
-        req: Direct,
-    ) -> io::Result<()>
-    where
-        T: futures::AsyncWrite + Unpin + Send,
-    {
-        write_frame(io, &req.to_frame()).await
-    }
-
-    async fn write_response<T>(&mut self, _: &StreamProtocol, io: &mut T, (): ()) -> io::Result<()>
-    where
-        T: futures::AsyncWrite + Unpin + Send,
-    {
-        write_frame(io, &[]).await
-    }
+    let mut frame = vec![0u8; len];
+    io.read_exact(&mut frame).await?;
+    Direct::from_frame(&frame).map(Some)
 }
 
 /// Length-prefixed protobuf codec for [`ContentRequest`] / [`ContentResponse`].
@@ -308,7 +307,7 @@ mod behaviour {
     // The derive generates `BehaviourEvent` without documentation.
     #![allow(missing_docs)]
 
-    use super::{ContentCodec, DirectCodec};
+    use super::ContentCodec;
     use libp2p::{gossipsub, identify, request_response, swarm::NetworkBehaviour};
 
     /// The one libp2p behaviour of a node.
@@ -320,8 +319,8 @@ mod behaviour {
         pub identify: identify::Behaviour,
         /// Content by hash.
         pub content: request_response::Behaviour<ContentCodec>,
-        /// Messages sent straight to a peer.
-        pub direct: request_response::Behaviour<DirectCodec>,
+        /// Streams of messages sent straight to a peer ([`super::DIRECT_PROTOCOL`]).
+        pub direct: libp2p_stream::Behaviour,
     }
 }
 
@@ -466,12 +465,7 @@ pub fn build_swarm(
                     .with_request_timeout(Duration::from_secs(30))
                     .with_max_concurrent_streams(CONTENT_STREAMS),
             );
-            let direct = request_response::Behaviour::new(
-                [(DIRECT_PROTOCOL, ProtocolSupport::Full)],
-                request_response::Config::default()
-                    .with_request_timeout(DIRECT_TIMEOUT)
-                    .with_max_concurrent_streams(DIRECT_STREAMS),
-            );
+            let direct = libp2p_stream::Behaviour::new();
             Ok(Behaviour { gossipsub, identify, content, direct })
         })
         .map_err(setup)?
@@ -535,6 +529,41 @@ mod tests {
         let garbage = Direct { messages: vec![(Topic::Verdicts, b"\xffgarbage".to_vec())] };
         let decoded: Vec<_> = garbage.decode().collect();
         assert!(matches!(decoded[..], [Err(GossipError::Malformed(Topic::Verdicts, _))]));
+    }
+
+    /// A direct stream carries frames one after another and ends cleanly
+    /// only between frames; a frame longer than the largest one is refused
+    /// from its length alone, and a malformed one as `InvalidData`.
+    #[test]
+    fn direct_streams_carry_frames_until_a_clean_end() {
+        futures::executor::block_on(async {
+            let one = Direct { messages: vec![(Topic::Verdicts, vec![1, 2, 3])] };
+            let two =
+                Direct { messages: vec![(Topic::Commits, vec![7; 3]), (Topic::Verdicts, vec![])] };
+            let mut bytes = Vec::new();
+            write_direct(&mut bytes, &one).await.unwrap();
+            write_direct(&mut bytes, &two).await.unwrap();
+            let mut io = futures::io::Cursor::new(bytes.clone());
+            assert_eq!(read_direct(&mut io).await.unwrap(), Some(one));
+            assert_eq!(read_direct(&mut io).await.unwrap(), Some(two));
+            assert_eq!(read_direct(&mut io).await.unwrap(), None, "a clean end");
+            let mut cut = futures::io::Cursor::new(bytes[..bytes.len() - 1].to_vec());
+            read_direct(&mut cut).await.unwrap();
+            let e = read_direct(&mut cut).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "an end inside a frame");
+            let mut cut = futures::io::Cursor::new(bytes[..2].to_vec());
+            assert_eq!(
+                read_direct(&mut cut).await.unwrap_err().kind(),
+                io::ErrorKind::UnexpectedEof
+            );
+            let huge = (MAX_DIRECT_FRAME as u32 + 1).to_be_bytes().to_vec();
+            let e = read_direct(&mut futures::io::Cursor::new(huge)).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "too long");
+            let mut unknown = 6u32.to_be_bytes().to_vec();
+            unknown.extend_from_slice(&[Topic::ALL.len() as u8, 0, 0, 0, 1, 0]);
+            let e = read_direct(&mut futures::io::Cursor::new(unknown)).await.unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "an unknown topic");
+        });
     }
 
     /// Byte-different encodings of one message are not accepted as gossip

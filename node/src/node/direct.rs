@@ -26,35 +26,52 @@
 //!   doppelgänger detection on, the node stops as it does for a partial of
 //!   its key that it did not make (see [`Node::on_own_key_elsewhere`]).
 //! - **Sending.** The engine's `Action::Send` goes to each member's peer over
-//!   [`p2p::DIRECT_PROTOCOL`]. A member without a record, and a send that
-//!   fails, fall back to gossip, which reaches the member among everyone.
-//! - **Receiving.** A direct message is decoded as gossip on its topic and
-//!   judged by the engine, but never forwarded. A rejected one (malformed,
-//!   bad signature, not a member) raises its sender's penalty; the penalty
-//!   is the sender's gossipsub application score (`-100 × penalty²`,
-//!   decaying 1 %/s like a topic's invalid deliveries), so one rejection
-//!   graylists a peer for about 11 s on gossip and direct messages alike.
+//!   [`DIRECT_PROTOCOL`]: one long-lived stream per peer, written by a
+//!   task of its own from a queue of [`QUEUE`] frames (dialling the member's
+//!   recorded addresses first when it is not connected). A frame costs one
+//!   write, not a stream's opening, negotiation, answer and closing. A member
+//!   without a record, a full queue, and a stream that fails to open or to
+//!   take a frame within [`DIRECT_TIMEOUT`] fall back to gossip (the
+//!   frame and the rest of its queue), which reaches the member among
+//!   everyone; the next send opens a new stream. Frames are not answered:
+//!   one written just before its connection drops is lost, as a lost packet
+//!   is, and the engine's escalation and republishing route around it.
+//! - **Receiving.** One task accepts the streams, at most
+//!   [`DIRECT_STREAMS_PER_PEER`] per peer, and reads their frames into
+//!   a queue of [`INBOX`] frames (a full queue stops the reading, and so the
+//!   sender, not the memory). A direct message is decoded as gossip on its
+//!   topic and judged by the engine, but never forwarded. A rejected one
+//!   (malformed, bad signature, not a member) raises its sender's penalty,
+//!   and a malformed frame also ends its stream; the penalty is the sender's
+//!   gossipsub application score (`-100 × penalty²`, decaying 1 %/s like a
+//!   topic's invalid deliveries), so one rejection graylists a peer for about
+//!   11 s on gossip and direct messages alike.
 
 use super::{Internal, Node};
 use crate::{
     config::DisseminationMode,
     dispute::Origin,
     metrics::ResultLabel,
-    p2p::{Direct, Gossip, Topic, MAX_DIRECT_MESSAGES},
+    p2p::{
+        read_direct, write_direct, Direct, Gossip, Topic, DIRECT_PROTOCOL, DIRECT_STREAMS_PER_PEER,
+        DIRECT_TIMEOUT, MAX_DIRECT_MESSAGES,
+    },
 };
+use futures::{stream::FuturesUnordered, AsyncWriteExt, StreamExt};
 use libp2p::{
     gossipsub::MessageAcceptance,
     multiaddr::Protocol,
-    request_response::{self, OutboundRequestId},
-    swarm::dial_opts::DialOpts,
-    Multiaddr, PeerId,
+    swarm::dial_opts::{DialOpts, PeerCondition},
+    Multiaddr, PeerId, Stream,
 };
+use libp2p_stream::{Control, IncomingStreams};
 use resolvd_consensus::{PublicKey, Signature};
 use resolvd_proto::wire::{MemberRecord, MAX_RECORD_ADDRS};
 use std::{
     collections::{HashMap, HashSet},
     time::{Duration, Instant},
 };
+use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 /// A member re-signs and gossips its record this long after the first
@@ -81,9 +98,27 @@ const PENALTY_WEIGHT: f64 = -100.0;
 const PENALTY_DECAY: f64 = 0.99;
 /// Other holders of this node's key dialled, at most.
 const MAX_TWIN_DIALS: usize = 16;
-/// Direct sends awaiting their answer (each times out after
-/// [`p2p::DIRECT_TIMEOUT`]); more go out on gossip.
-const MAX_PENDING: usize = 4096;
+/// Frames queued for one peer's stream, at most; more go out on gossip.
+pub(super) const QUEUE: usize = 32;
+/// Frames read from every peer's streams and not yet judged, at most.
+pub(super) const INBOX: usize = 64;
+
+/// What the stream tasks tell the node.
+#[derive(Debug)]
+pub(super) enum DirectIn {
+    /// A frame read from `peer`.
+    Frame { peer: PeerId, direct: Direct },
+    /// `peer` sent a malformed frame (its stream is closed).
+    Malformed { peer: PeerId, error: std::io::Error },
+}
+
+/// The queue of one peer's outbound stream (see [`send_stream`]).
+#[derive(Debug)]
+struct Outbox {
+    tx: mpsc::Sender<Vec<Gossip>>,
+    /// Which stream task this is (a failure report names it).
+    id: u64,
+}
 
 /// This node's record, when it was published, the newest epoch then and
 /// the wait before the next one.
@@ -114,8 +149,10 @@ pub(super) struct Directory {
     records: HashMap<[u8; 48], Known>,
     /// This node's record as last published.
     own: Option<Own>,
-    /// Direct sends in flight, and what to gossip if one fails.
-    pending: HashMap<OutboundRequestId, Vec<Gossip>>,
+    /// The outbound stream of each peer sent to, while it lives.
+    outboxes: HashMap<PeerId, Outbox>,
+    /// The id of the next outbound stream task.
+    next_outbox: u64,
     /// Rejected direct messages per peer (decaying).
     penalties: HashMap<PeerId, f64>,
     /// A peer that sent a record of this node's key itself.
@@ -151,8 +188,9 @@ impl Node {
         self.shared.metrics.direct.get_or_create(&ResultLabel { result }).inc_by(messages as u64);
     }
 
-    /// Performs `Action::Send`: `messages`, in one request, to each member's
-    /// peer directly; gossip for the rest (once).
+    /// Performs `Action::Send`: `messages`, in frames of at most
+    /// [`MAX_DIRECT_MESSAGES`], to each member's peer directly; gossip for the
+    /// rest (once).
     pub(super) fn send_direct(&mut self, epoch: u64, to: &[u32], messages: Vec<Gossip>) {
         let local = *self.swarm.local_peer_id();
         let mut targets = Vec::with_capacity(to.len());
@@ -172,66 +210,94 @@ impl Node {
         } else {
             fallback = true;
         }
-        if self.peers.directory.pending.len() + targets.len() > MAX_PENDING {
-            fallback = true;
-            targets.clear();
-        }
+        let mut unsent = Vec::new();
         for chunk in messages.chunks(MAX_DIRECT_MESSAGES) {
-            let request = Direct::of(chunk);
+            let mut full = false;
             for (peer, addrs) in &targets {
-                let id = self.swarm.behaviour_mut().direct.send_request_with_addresses(
-                    peer,
-                    request.clone(),
-                    addrs.clone(),
-                );
-                self.peers.directory.pending.insert(id, chunk.to_vec());
-                self.count_direct_n("sent", chunk.len());
+                if self.queue_direct(*peer, addrs, chunk.to_vec()) {
+                    self.count_direct_n("sent", chunk.len());
+                } else {
+                    full = true;
+                }
+            }
+            // Gossiped once, however many peers' queues were full.
+            if full && !fallback {
+                unsent.extend_from_slice(chunk);
             }
         }
         if fallback {
-            self.count_direct_n("fallback", messages.len());
-            for gossip in messages {
+            unsent = messages;
+        }
+        if !unsent.is_empty() {
+            self.count_direct_n("fallback", unsent.len());
+            for gossip in unsent {
                 self.publish(gossip);
             }
         }
     }
 
-    /// A direct-protocol event.
-    pub(super) fn on_direct(&mut self, event: request_response::Event<Direct, ()>, now: Instant) {
-        match event {
-            request_response::Event::Message { peer, message, .. } => match message {
-                request_response::Message::Request { request, channel, .. } => {
-                    // Acknowledged on receipt: the verdict is the engine's.
-                    let _ = self.swarm.behaviour_mut().direct.send_response(channel, ());
-                    self.on_direct_message(peer, &request, now);
-                }
-                request_response::Message::Response { request_id, .. } => {
-                    self.peers.directory.pending.remove(&request_id);
-                }
+    /// Queues one frame for `peer`'s stream, starting the stream (and
+    /// dialling `addrs` when not connected) if it has none. False when its
+    /// queue is full.
+    fn queue_direct(&mut self, peer: PeerId, addrs: &[Multiaddr], messages: Vec<Gossip>) -> bool {
+        let messages = match self.peers.directory.outboxes.get(&peer) {
+            Some(outbox) => match outbox.tx.try_send(messages) {
+                Ok(()) => return true,
+                Err(mpsc::error::TrySendError::Full(_)) => return false,
+                // Its task ended (its failure report is on the way): a new one.
+                Err(mpsc::error::TrySendError::Closed(messages)) => messages,
             },
-            request_response::Event::OutboundFailure { peer, request_id, error, .. } => {
-                if let Some(messages) = self.peers.directory.pending.remove(&request_id) {
-                    debug!(target: "p2p", %peer, %error, "direct send failed: gossiping it");
-                    self.count_direct_n("failed", messages.len());
-                    for gossip in messages {
-                        self.publish(gossip);
-                    }
-                }
+            None => messages,
+        };
+        if !self.swarm.is_connected(&peer) {
+            let dial = DialOpts::peer_id(peer)
+                .addresses(addrs.to_vec())
+                .condition(PeerCondition::DisconnectedAndNotDialing)
+                .build();
+            if let Err(e) = self.swarm.dial(dial) {
+                // Opening the stream fails too, and its frames go by gossip.
+                debug!(target: "p2p", %peer, error = %e, "cannot dial a member");
             }
-            // A frame the codec refused (unknown topic, truncated, too
+        }
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let directory = &mut self.peers.directory;
+        let id = directory.next_outbox;
+        directory.next_outbox += 1;
+        let _ = tx.try_send(messages);
+        directory.outboxes.insert(peer, Outbox { tx, id });
+        let control = self.swarm.behaviour().direct.new_control();
+        tokio::spawn(send_stream(control, peer, id, rx, self.inbox.tx.clone()));
+        true
+    }
+
+    /// A peer's outbound stream failed: its unsent frames go by gossip.
+    pub(super) fn on_direct_failed(&mut self, peer: PeerId, id: u64, messages: Vec<Gossip>) {
+        let outboxes = &mut self.peers.directory.outboxes;
+        if outboxes.get(&peer).is_some_and(|o| o.id == id) {
+            outboxes.remove(&peer);
+        }
+        self.count_direct_n("failed", messages.len());
+        for gossip in messages {
+            self.publish(gossip);
+        }
+    }
+
+    /// A peer is no longer connected: its outbound stream ends with the
+    /// connection, and the next send opens one on a new connection.
+    pub(super) fn on_direct_disconnected(&mut self, peer: &PeerId) {
+        self.peers.directory.outboxes.remove(peer);
+    }
+
+    /// What the stream tasks read.
+    pub(super) fn on_direct_in(&mut self, event: DirectIn, now: Instant) {
+        match event {
+            DirectIn::Frame { peer, direct } => self.on_direct_message(peer, &direct, now),
+            // A frame the reader refused (unknown topic, truncated, too
             // long, too many messages): as a malformed message.
-            request_response::Event::InboundFailure {
-                peer,
-                error: request_response::InboundFailure::Io(e),
-                ..
-            } if e.kind() == std::io::ErrorKind::InvalidData => {
-                warn!(target: "p2p", %peer, error = %e, "rejecting a malformed direct request");
+            DirectIn::Malformed { peer, error } => {
+                warn!(target: "p2p", %peer, %error, "rejecting a malformed direct frame");
                 self.penalize(peer);
             }
-            request_response::Event::InboundFailure { peer, error, .. } => {
-                debug!(target: "p2p", %peer, %error, "inbound direct message failed");
-            }
-            request_response::Event::ResponseSent { .. } => {}
         }
     }
 
@@ -509,11 +575,12 @@ impl Node {
         self.publish(Gossip::Member(Box::new(record)));
     }
 
-    /// Sends this node's record straight to a peer that just connected.
+    /// Sends this node's record straight to a peer that just connected (or
+    /// nowhere, if its queue is full: the record is also gossiped).
     pub(super) fn send_record_to(&mut self, peer: PeerId) {
         if let Some(own) = &self.peers.directory.own {
-            let message = Direct::of(&[Gossip::Member(Box::new(own.record.clone()))]);
-            self.swarm.behaviour_mut().direct.send_request(&peer, message);
+            let record = vec![Gossip::Member(Box::new(own.record.clone()))];
+            self.queue_direct(peer, &[], record);
         }
     }
 
@@ -541,6 +608,103 @@ impl Node {
             keep
         });
     }
+}
+
+/// Writes `peer`'s frames, from its queue, on one stream until the node
+/// drops the queue (the stream is then closed); reports the frames it could
+/// not write (the one that failed and those queued after it) and ends when
+/// the stream cannot be opened or a write fails or stalls.
+async fn send_stream(
+    mut control: Control,
+    peer: PeerId,
+    id: u64,
+    mut rx: mpsc::Receiver<Vec<Gossip>>,
+    failed: mpsc::UnboundedSender<Internal>,
+) {
+    let mut unsent = Vec::new();
+    match tokio::time::timeout(DIRECT_TIMEOUT, control.open_stream(peer, DIRECT_PROTOCOL)).await {
+        Ok(Ok(mut stream)) => {
+            while let Some(messages) = rx.recv().await {
+                let direct = Direct::of(&messages);
+                match tokio::time::timeout(DIRECT_TIMEOUT, write_direct(&mut stream, &direct)).await
+                {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(e)) => debug!(target: "p2p", %peer, error = %e, "direct stream failed"),
+                    Err(_) => debug!(target: "p2p", %peer, "direct stream stalled"),
+                }
+                unsent = messages;
+                break;
+            }
+            if unsent.is_empty() {
+                // The node dropped the queue: nothing more to send.
+                let _ = stream.close().await;
+                return;
+            }
+        }
+        Ok(Err(e)) => debug!(target: "p2p", %peer, error = %e, "cannot open a direct stream"),
+        Err(_) => debug!(target: "p2p", %peer, "opening a direct stream timed out"),
+    }
+    rx.close();
+    while let Ok(messages) = rx.try_recv() {
+        unsent.extend(messages);
+    }
+    let _ = failed.send(Internal::DirectFailed { peer, id, messages: unsent });
+}
+
+/// Accepts inbound direct streams (at most [`DIRECT_STREAMS_PER_PEER`] per
+/// peer at once; more are closed unread) and reads their frames into `tx`,
+/// until the swarm stops accepting or the node stops reading.
+pub(super) async fn accept_streams(mut incoming: IncomingStreams, tx: mpsc::Sender<DirectIn>) {
+    let mut readers = FuturesUnordered::new();
+    let mut open: HashMap<PeerId, usize> = HashMap::new();
+    loop {
+        tokio::select! {
+            accepted = incoming.next() => {
+                let Some((peer, stream)) = accepted else { return };
+                let n = open.entry(peer).or_default();
+                if *n >= DIRECT_STREAMS_PER_PEER {
+                    debug!(target: "p2p", %peer, "too many direct streams from one peer: closed");
+                    continue;
+                }
+                *n += 1;
+                readers.push(read_stream(peer, stream, tx.clone()));
+            }
+            Some(peer) = readers.next(), if !readers.is_empty() => {
+                if let Some(n) = open.get_mut(&peer) {
+                    *n -= 1;
+                    if *n == 0 {
+                        open.remove(&peer);
+                    }
+                }
+            }
+        }
+        if tx.is_closed() {
+            return;
+        }
+    }
+}
+
+/// Reads one inbound stream's frames until it ends, fails or sends a
+/// malformed frame; returns its peer.
+async fn read_stream(peer: PeerId, mut stream: Stream, tx: mpsc::Sender<DirectIn>) -> PeerId {
+    loop {
+        let event = match read_direct(&mut stream).await {
+            Ok(Some(direct)) => DirectIn::Frame { peer, direct },
+            Ok(None) => break,
+            Err(error) if error.kind() == std::io::ErrorKind::InvalidData => {
+                let _ = tx.send(DirectIn::Malformed { peer, error }).await;
+                break;
+            }
+            Err(e) => {
+                debug!(target: "p2p", %peer, error = %e, "inbound direct stream failed");
+                break;
+            }
+        };
+        if tx.send(event).await.is_err() {
+            break;
+        }
+    }
+    peer
 }
 
 /// Whether a listen address can be dialled by others (not `0.0.0.0` / `::`).

@@ -57,6 +57,12 @@ impl Node {
             })
             .transpose()?;
         let swarm = p2p::build_swarm(p2p_identity(&cfg.data_dir)?, &p2p_config)?;
+        let incoming = swarm
+            .behaviour()
+            .direct
+            .new_control()
+            .accept(p2p::DIRECT_PROTOCOL)
+            .map_err(|e| eyre::eyre!("direct streams: {e}"))?;
         let (tx, rx) = mpsc::unbounded_channel();
         let (content_tx, content_rx) = mpsc::unbounded_channel();
         let metrics = Arc::new(Metrics::default());
@@ -67,6 +73,8 @@ impl Node {
             content_added: content_tx,
         });
         let mut tasks = TaskSet::default();
+        let (direct_tx, direct_rx) = mpsc::channel(super::direct::INBOX);
+        tasks.spawn("direct stream reader", super::direct::accept_streams(incoming, direct_tx));
         let balance = spawn_balance_refresh(&cfg, &chain, &metrics, &mut tasks);
         let ledger = spawn_ledger(&cfg, &chain, &store, &shared, &mut tasks)?;
         let cursor = store.cursor(CURSOR)?.unwrap_or(cfg.chain.start_block.saturating_sub(1));
@@ -118,7 +126,7 @@ impl Node {
                 directory: super::direct::Directory::new(p2p_config.seen_ttl),
                 advertise,
             },
-            inbox: Inbox { tx, rx, content_rx },
+            inbox: Inbox { tx, rx, content_rx, direct_rx },
             cursor,
         };
         node.restore().await?;
