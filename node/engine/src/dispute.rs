@@ -200,6 +200,9 @@ pub(crate) struct Submission {
     pub(crate) certificate_gossiped: bool,
     /// Whether its certificate came verified from a peer (the network has one).
     pub(crate) certificate_from_peer: bool,
+    /// When this aggregator gossips the certificate it built, unless one
+    /// from a peer verifies first (see [`CERTIFICATE_STAGGER`]).
+    pub(crate) gossip_at: Option<Instant>,
 }
 
 /// A dispute's commit-reveal state.

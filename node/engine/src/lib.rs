@@ -54,7 +54,8 @@ pub use metrics::EngineMetrics;
 pub use replay::gather;
 pub use resolvd_proto::wire::{Gossip, Topic};
 pub use submit::{
-    order_seed, submit_delay, submit_order, submit_rank, CERTIFICATE_GOSSIPERS, LINEAR_SUBMITTERS,
+    order_seed, submit_delay, submit_order, submit_rank, CERTIFICATE_GOSSIPERS,
+    CERTIFICATE_STAGGER, LINEAR_SUBMITTERS,
 };
 
 use bounded::{BoundedBuffer, Quota, Recent};
@@ -425,7 +426,8 @@ impl<O: MessageOrigin> Engine<O> {
     /// 3. commit-reveal timers (the reveal, the fallbacks), before submission
     ///    (a certificate a fallback completes is sent in the same tick) and
     ///    before republishing (the partial goes out, not the commitment again),
-    ///    then escalation to the next aggregators and the slice aggregates due;
+    ///    then escalation to the next aggregators, the slice aggregates due
+    ///    and the certificates whose stagger ran out;
     /// 4. submissions (each certificate widened first) and slashings, if this
     ///    node sends transactions;
     /// 5. republishing of own partials, commitments and certificates;
@@ -440,6 +442,7 @@ impl<O: MessageOrigin> Engine<O> {
         self.reveal_timers(now);
         self.escalate(now);
         self.collect_due(now);
+        self.gossip_staggered(now);
         if self.cfg.submits {
             self.submit_due(now);
             self.slash_due(now);

@@ -97,7 +97,8 @@ impl<O: MessageOrigin> Engine<O> {
             warn!(target: "p2p", peer = %origin.peer(), deal = %deal_id, "certificate does not match the confirmed deal");
             return Validation::Reject;
         }
-        if d.submission.certificate.is_some() {
+        let waiting = d.submission.gossip_at.is_some();
+        if d.submission.certificate.is_some() && !waiting {
             // One verified certificate per dispute is enough; copies and
             // variants cost nothing (no pairing, no score).
             return Validation::Ignore;
@@ -121,6 +122,16 @@ impl<O: MessageOrigin> Engine<O> {
             }
         };
         match qc.verify(committee, domain) {
+            Ok(_) if waiting => {
+                // The network has a certificate: this aggregator's own
+                // stays here (it submits it, widened) and is not gossiped.
+                self.certificate_conflicts(&qc, now);
+                if let Some(d) = self.disputes.get_mut(&deal_id) {
+                    d.submission.gossip_at = None;
+                    d.submission.certificate_from_peer = true;
+                }
+                Validation::Accept
+            }
             Ok(_) => {
                 self.on_certificate(qc, false, now);
                 Validation::Accept
@@ -375,14 +386,20 @@ impl<O: MessageOrigin> Engine<O> {
         }
     }
 
-    pub(crate) fn on_certificate(&mut self, qc: QuorumCertificate, built_here: bool, now: Instant) {
-        let deal_id = qc.commitment.deal_id;
-        let escrow = self.disputes.get(&deal_id).map(|d| d.info.escrow);
+    /// A verified certificate's signers checked against every commitment
+    /// held for the deal (equivocation evidence).
+    fn certificate_conflicts(&mut self, qc: &QuorumCertificate, now: Instant) {
+        let escrow = self.disputes.get(&qc.commitment.deal_id).map(|d| d.info.escrow);
         if let (Some(escrow), Some(committee)) = (escrow, self.chain.committees.get(&qc.epoch)) {
             if let Ok(a) = qc.attestation(committee) {
                 self.check_conflict(escrow, a, now);
             }
         }
+    }
+
+    pub(crate) fn on_certificate(&mut self, qc: QuorumCertificate, built_here: bool, now: Instant) {
+        let deal_id = qc.commitment.deal_id;
+        self.certificate_conflicts(&qc, now);
         let aggregating = self.aggregating();
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
         if d.submission.certificate.is_some() || d.phase.is_final() {
@@ -426,9 +443,31 @@ impl<O: MessageOrigin> Engine<O> {
         info!(target: "pipeline", deal = %deal_id, outcome = ?qc.commitment.outcome, non_signers = ?qc.non_signers, built_here, rank, "certificate");
         d.submission.certificate = Some(qc.clone());
         d.submission.certificate_from_peer = !built_here;
-        // With aggregators, only they build certificates (every one gossips
-        // its own: a node forwards the first it verifies and ignores the rest).
-        if built_here && (rank < CERTIFICATE_GOSSIPERS || aggregating) {
+        // With aggregators, only they build certificates: the first ones of
+        // the order gossip theirs at once, the others after a stagger unless
+        // a peer's verifies first. A node forwards the first certificate it
+        // verifies and ignores the rest.
+        if built_here && rank < CERTIFICATE_GOSSIPERS {
+            d.submission.certificate_gossiped = true;
+            d.last_publish = now;
+            self.actions.push_back(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
+        } else if built_here && aggregating {
+            d.submission.gossip_at = Some(now + CERTIFICATE_STAGGER);
+        }
+    }
+
+    /// Gossips the certificates aggregators built whose stagger
+    /// ([`CERTIFICATE_STAGGER`]) ran out with no peer's verified.
+    pub(crate) fn gossip_staggered(&mut self, now: Instant) {
+        for d in self.disputes.values_mut() {
+            if d.submission.gossip_at.is_none_or(|at| now < at) {
+                continue;
+            }
+            d.submission.gossip_at = None;
+            let Some(qc) = &d.submission.certificate else { continue };
+            if d.phase.is_final() {
+                continue;
+            }
             d.submission.certificate_gossiped = true;
             d.last_publish = now;
             self.actions.push_back(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));

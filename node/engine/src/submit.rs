@@ -16,6 +16,16 @@ use tracing::{error, info, warn};
 /// again.
 pub const CERTIFICATE_GOSSIPERS: usize = 2;
 
+/// With aggregators, how long an aggregator past the first
+/// [`CERTIFICATE_GOSSIPERS`] of the submitter order waits to gossip the
+/// certificate it built. A certificate from a peer that verifies meanwhile
+/// (one pairing, only while it waits) cancels it. The aggregators of a
+/// group finish at about the same moment, each with other signers and so
+/// another message: were all to gossip at once, each node would receive one
+/// flooded copy of each; this way it receives the first two, and the others
+/// only if those two withhold or are late.
+pub const CERTIFICATE_STAGGER: Duration = Duration::from_millis(250);
+
 /// The deterministic submitter order keyed by `seed` (a dispute's
 /// [`order_seed`]): `members` sorted by `keccak256(seed ‖ index)`. Returns
 /// `me`'s rank (`members.len()` if absent). Every node computes the same

@@ -147,6 +147,9 @@ async fn a_forged_member_record_is_rejected_and_its_sender_graylisted() {
         .and_then(|p| p["score"].as_f64());
     assert!(score.is_some_and(|s| s < -80.0), "the hostile peer's score: {score:?}");
     assert_eq!(metric(&m0, "resolvd_member_records", ""), 3.0);
+    // The peer accepts no direct stream: the record node 0 sent it on
+    // connecting went by gossip instead.
+    assert!(counter(&m0, "failed") >= 1.0, "no direct send failed over to gossip");
 
     // Node 1's real record still stands: partials reach it directly.
     let content = net.0.deal_content(DealKind::Honest).await.unwrap();

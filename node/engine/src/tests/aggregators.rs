@@ -144,22 +144,65 @@ fn the_aggregators_follow_the_disputes_entropy_not_the_deal_id_nor_the_block_has
     }
 }
 
-#[test]
-fn an_aggregator_gossips_the_certificate_it_builds_whatever_its_rank() {
+/// An aggregator that certifies as `order[rank]` (the partials of the
+/// first two others of the order reach it): what its batch queued.
+fn certify_as(rank: usize) -> (Rig, DisputeAnnouncement, Vec<u32>, Vec<Action>) {
     let a = announcement(1);
     let order = order(&a);
-    // The third of the order: in flood mode it would not gossip at once.
-    let me = order[2];
-    const { assert!(2 >= CERTIFICATE_GOSSIPERS) };
-    let mut rig = Rig::with(Some(me as usize), aggregating());
+    let mut rig = Rig::with(Some(order[rank] as usize), aggregating());
     let p = rig.sign_through(&a, ReexecVerdict::Reproduced);
     rig.drain();
-    for s in [order[0], order[1]] {
+    for &s in order.iter().filter(|&&s| s != order[rank]).take(2) {
         rig.gossip_partial(partial(s as usize, EPOCH, p.commitment), origin(s as u8));
     }
     let actions = rig.batch();
-    assert!(certificate_of(&actions).is_some());
-    assert!(gossips_certificate(&actions), "{actions:?}");
+    assert!(certificate_of(&actions).is_some(), "{actions:?}");
+    (rig, a, order, actions)
+}
+
+/// The first aggregators of the order gossip the certificate they build at
+/// once; a later one waits out the stagger, and a certificate that fails to
+/// verify meanwhile does not hold it back.
+#[test]
+fn aggregators_past_the_first_two_gossip_their_certificate_after_the_stagger() {
+    const { assert!(CERTIFICATE_GOSSIPERS == 2) };
+    for rank in 0..CERTIFICATE_GOSSIPERS {
+        let (_, _, _, actions) = certify_as(rank);
+        assert!(gossips_certificate(&actions), "rank {rank}: {actions:?}");
+    }
+    let (mut rig, a, order, actions) = certify_as(2);
+    assert!(!gossips_certificate(&actions), "{actions:?}");
+    let mut forged = certificate(&a, &[0, 1, 3]).to_wire();
+    forged.aggregate_signature = certificate(&a, &[0, 1, 2]).to_wire().aggregate_signature;
+    rig.engine.on_gossip(origin(order[0] as u8), Gossip::Certificate(Box::new(forged)), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, Validation::Reject)]);
+    let early = tick_after(&mut rig, CERTIFICATE_STAGGER - Duration::from_millis(1));
+    assert!(!gossips_certificate(&early), "{early:?}");
+    let due = tick_after(&mut rig, Duration::from_millis(1));
+    assert!(gossips_certificate(&due), "{due:?}");
+    assert!(!gossips_certificate(&tick_after(&mut rig, CERTIFICATE_STAGGER)));
+}
+
+/// A peer's certificate that verifies while a later aggregator waits is
+/// accepted (forwarded) and cancels the aggregator's own: it never gossips
+/// it, neither when the stagger ends nor at its submit slot, and still
+/// submits it. Once the wait is over, peers' certificates are ignored
+/// unverified again.
+#[test]
+fn a_peers_certificate_during_the_stagger_cancels_the_own_gossip() {
+    let (mut rig, a, order, _) = certify_as(2);
+    let theirs = certificate(&a, &[order[0] as usize, order[1] as usize, order[3] as usize]);
+    let w = theirs.to_wire();
+    rig.engine.on_gossip(origin(order[0] as u8), Gossip::Certificate(Box::new(w.clone())), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, Validation::Accept)]);
+    let mut later = Vec::new();
+    for _ in 0..40 {
+        later.extend(tick_after(&mut rig, Duration::from_millis(500)));
+    }
+    assert!(!gossips_certificate(&later), "{later:?}");
+    assert!(later.iter().any(|x| matches!(x, Action::Submit { .. })), "{later:?}");
+    rig.engine.on_gossip(origin(order[1] as u8), Gossip::Certificate(Box::new(w)), rig.now);
+    assert_eq!(reports(&rig.drain()), vec![(Topic::Certificates, Validation::Ignore)]);
 }
 
 #[test]
