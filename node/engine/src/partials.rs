@@ -400,7 +400,7 @@ impl<O: MessageOrigin> Engine<O> {
     pub(crate) fn on_certificate(&mut self, qc: QuorumCertificate, built_here: bool, now: Instant) {
         let deal_id = qc.commitment.deal_id;
         self.certificate_conflicts(&qc, now);
-        let aggregating = self.aggregating();
+        let first_group = self.aggregation().map(|a| a.group);
         let Some(d) = self.disputes.get_mut(&deal_id) else { return };
         if d.submission.certificate.is_some() || d.phase.is_final() {
             return;
@@ -444,14 +444,17 @@ impl<O: MessageOrigin> Engine<O> {
         d.submission.certificate = Some(qc.clone());
         d.submission.certificate_from_peer = !built_here;
         // With aggregators, only they build certificates: the first ones of
-        // the order gossip theirs at once, the others after a stagger unless
-        // a peer's verifies first. A node forwards the first certificate it
-        // verifies and ignores the rest.
-        if built_here && rank < CERTIFICATE_GOSSIPERS {
+        // the order gossip theirs at once, the rest of the first group after
+        // a stagger unless a peer's verifies first. Aggregators past the
+        // first group have partials only once members escalated (the first
+        // group did not deliver): they gossip at once. A node forwards the
+        // first certificate it verifies and ignores the rest.
+        let at_once = rank < CERTIFICATE_GOSSIPERS || first_group.is_some_and(|k| rank >= k);
+        if built_here && at_once {
             d.submission.certificate_gossiped = true;
             d.last_publish = now;
             self.actions.push_back(Action::Publish(Gossip::Certificate(Box::new(qc.to_wire()))));
-        } else if built_here && aggregating {
+        } else if built_here && first_group.is_some() {
             d.submission.gossip_at = Some(now + CERTIFICATE_STAGGER);
         }
     }
