@@ -13,11 +13,11 @@
 //! of aggregators, again when it grows (not to one that collects the same
 //! slice: it holds the partials already). An aggregator verifies each aggregate
 //! that adds signers with one pairing, combines disjoint ones with any
-//! partials it holds into a certificate and gossips it (the first
-//! [`CERTIFICATE_GOSSIPERS`] of the order and the later groups at once, the
-//! rest of the first group after [`CERTIFICATE_STAGGER`] unless a peer's
-//! certificate verified meanwhile); every other member verifies one
-//! certificate. Committees of at most `slice` members, and
+//! partials it holds into a certificate and gossips it (the first half of
+//! the first group and the later groups at once, the rest of the first
+//! group after [`CERTIFICATE_STAGGER`] unless a peer's certificate verified
+//! meanwhile); every other member verifies one certificate. Committees of
+//! at most `slice` members, and
 //! disputes with commit-reveal (an aggregate cannot show that its signers
 //! committed in time), skip the slices: members send to the aggregators
 //! directly, which check each partial's commitment as with flooding.

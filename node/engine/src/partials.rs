@@ -443,13 +443,16 @@ impl<O: MessageOrigin> Engine<O> {
         info!(target: "pipeline", deal = %deal_id, outcome = ?qc.commitment.outcome, non_signers = ?qc.non_signers, built_here, rank, "certificate");
         d.submission.certificate = Some(qc.clone());
         d.submission.certificate_from_peer = !built_here;
-        // With aggregators, only they build certificates: the first ones of
-        // the order gossip theirs at once, the rest of the first group after
-        // a stagger unless a peer's verifies first. Aggregators past the
-        // first group have partials only once members escalated (the first
-        // group did not deliver): they gossip at once. A node forwards the
-        // first certificate it verifies and ignores the rest.
-        let at_once = rank < CERTIFICATE_GOSSIPERS || first_group.is_some_and(|k| rank >= k);
+        // With aggregators, only they build certificates: the first half of
+        // the first group gossips theirs at once, the rest of it after a
+        // stagger unless a peer's verifies first. Aggregators past the first
+        // group have partials only once members escalated (the first group
+        // did not deliver): they gossip at once. A node forwards the first
+        // certificate it verifies and ignores the rest.
+        let at_once = match first_group {
+            Some(k) => rank < CERTIFICATE_GOSSIPERS.max(k / 2) || rank >= k,
+            None => rank < CERTIFICATE_GOSSIPERS,
+        };
         if built_here && at_once {
             d.submission.certificate_gossiped = true;
             d.last_publish = now;

@@ -16,17 +16,17 @@ use tracing::{error, info, warn};
 /// again.
 pub const CERTIFICATE_GOSSIPERS: usize = 2;
 
-/// With aggregators, how long an aggregator of the first group past the
-/// first [`CERTIFICATE_GOSSIPERS`] of the submitter order waits to gossip
-/// the certificate it built. A certificate from a peer that verifies
-/// meanwhile (one pairing, only while it waits) cancels it. The aggregators
-/// of a group finish at about the same moment, each with other signers and
-/// so another message: were all to gossip at once, each node would receive
-/// one flooded copy of each; this way it receives the first two, and the
-/// others only if those two withhold or are late. Aggregators past the
-/// first group, which hold partials only once members escalated, gossip at
-/// once: the first group's withholding costs the escalation, not the
-/// stagger as well.
+/// With aggregators, how long the second half of the first group of
+/// aggregators (past the first `max(`[`CERTIFICATE_GOSSIPERS`]`, k / 2)` of
+/// the submitter order, `k` the group) waits to gossip the certificate it
+/// built. A certificate from a peer that verifies meanwhile (one pairing,
+/// only while it waits) cancels it. The aggregators of a group finish at
+/// about the same moment, each with other signers and so another message:
+/// were all to gossip at once, each node would receive one flooded copy of
+/// each; this way it receives the first half's, and the others' only if all
+/// of those withhold or are late. Aggregators past the first group, which
+/// hold partials only once members escalated, gossip at once: the first
+/// group's withholding costs the escalation, not the stagger as well.
 pub const CERTIFICATE_STAGGER: Duration = Duration::from_millis(250);
 
 /// The deterministic submitter order keyed by `seed` (a dispute's

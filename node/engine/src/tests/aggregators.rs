@@ -145,21 +145,23 @@ fn the_aggregators_follow_the_disputes_entropy_not_the_deal_id_nor_the_block_has
 }
 
 /// The first group of aggregators in the certificate stagger's tests: the
-/// first three of the order.
+/// first three of the order (its first half rounds down to one, so the
+/// first [`CERTIFICATE_GOSSIPERS`] gossip at once).
 const STAGGER_GROUP: usize = 3;
 
 /// An aggregator that certifies as `order[rank]` (the partials of the
 /// first two others of the order reach it), the first group being
 /// [`STAGGER_GROUP`]: what its batch queued.
 fn certify_as(rank: usize) -> (Rig, DisputeAnnouncement, Vec<u32>, Vec<Action>) {
+    certify_in(STAGGER_GROUP, rank)
+}
+
+/// [`certify_as`] with a first group of `group` members.
+fn certify_in(group: usize, rank: usize) -> (Rig, DisputeAnnouncement, Vec<u32>, Vec<Action>) {
     let a = announcement(1);
     let order = order(&a);
-    let cfg = with(Aggregation {
-        group: STAGGER_GROUP,
-        slice: 0,
-        escalate_after: ESCALATE,
-        ..Aggregation::default()
-    });
+    let cfg =
+        with(Aggregation { group, slice: 0, escalate_after: ESCALATE, ..Aggregation::default() });
     let mut rig = Rig::with(Some(order[rank] as usize), cfg);
     let p = rig.sign_through(&a, ReexecVerdict::Reproduced);
     rig.drain();
@@ -181,6 +183,11 @@ fn aggregators_past_the_first_two_gossip_their_certificate_after_the_stagger() {
     for rank in [0, 1, 3] {
         let (_, _, _, actions) = certify_as(rank);
         assert!(gossips_certificate(&actions), "rank {rank}: {actions:?}");
+    }
+    // A first group of six: its first half, three, gossips at once.
+    for (rank, at_once) in [(2, true), (3, false)] {
+        let (_, _, _, actions) = certify_in(6, rank);
+        assert_eq!(gossips_certificate(&actions), at_once, "rank {rank}: {actions:?}");
     }
     let (mut rig, a, order, actions) = certify_as(2);
     assert!(!gossips_certificate(&actions), "{actions:?}");
