@@ -103,12 +103,13 @@ bench-scale: tools
 ## Then, through aggregators at N = 64 … 1,024: 1/3 equivocating, commit-reveal honest and with
 ## 1/3 forging commitments (N <= 256: every engine verifies every commitment for real, N² in
 ## all), and half the committee cut off for 3 s (its own table).
-## Last, N = 64 as bench-scale runs it (D = 4, own messages to every member), on a CPU per node
-## and on 2 shared cores, with and without a per-copy transport cost (its own table).
+## Last, N = 64 as bench-scale runs it (D = 4, own messages to the mesh peers), on a CPU per node
+## and on 2 shared cores, with and without a per-copy transport cost, and with own messages to
+## every member (gossipsub's flood publishing) (its own table).
 SIM_SIZES ?= 16,32,64,256,1024
 SIM_FAULT_SIZES ?= 64,256,1024
 SIM_FAULT_MIXES ?= equivocate=1/3;none+commit-reveal=500+up-to=256;forge=1/3+commit-reveal=500+up-to=256;none+partition=1/2@0-3000
-SIM_HARNESS_MIXES ?= none;none+transport-us=430;none+cores=2;none+cores=2+transport-us=430;none+cores=2+cpu-scale=7;none+cores=2+transport-us=300;none+cores=2+transport-us=800
+SIM_HARNESS_MIXES ?= none;none+transport-us=430;none+cores=2;none+cores=2+transport-us=430;none+cores=2+transport-us=430+publish=all;none+cores=2+cpu-scale=7;none+cores=2+transport-us=300;none+cores=2+transport-us=800
 SIM_ARGS ?=
 bench-sim:
 	@cargo build --release --locked -p resolvd-sim
@@ -116,7 +117,7 @@ bench-sim:
 	  --write BENCHMARKS.md --plot node/sim/bench.svg $(SIM_ARGS)
 	@"$${CARGO_TARGET_DIR:-target}/release/resolvd-sim" bench --sizes $(SIM_FAULT_SIZES) \
 	  --each-aggregators 8 --mixes "$(SIM_FAULT_MIXES)" --write BENCHMARKS.md --table sim-faults $(SIM_ARGS)
-	@"$${CARGO_TARGET_DIR:-target}/release/resolvd-sim" bench --sizes 64 --mesh 4 --publish all \
+	@"$${CARGO_TARGET_DIR:-target}/release/resolvd-sim" bench --sizes 64 --mesh 4 \
 	  --each-aggregators 8 --mixes "$(SIM_HARNESS_MIXES)" --write BENCHMARKS.md --table sim-harness $(SIM_ARGS)
 
 ## bench-report: regenerate BENCHMARKS.md (criterion, forge gas, devnet latency for N = 4, 7, 10,

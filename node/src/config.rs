@@ -231,6 +231,9 @@ pub struct P2pSection {
     pub heartbeat_ms: u64,
     /// gossipsub mesh degree.
     pub mesh: usize,
+    /// Publish own messages to every connected peer, not only to the mesh
+    /// (gossipsub flood publishing).
+    pub flood_publish: bool,
     /// How partials reach the committee: `aggregators` (each member sends its
     /// partial straight to a few members, which aggregate) or `flood` (every
     /// partial is gossiped to everyone). Every member of a network must run
@@ -274,6 +277,7 @@ impl Default for P2pSection {
             bootstrap: Vec::new(),
             heartbeat_ms: 700,
             mesh: 4,
+            flood_publish: false,
             dissemination: DisseminationMode::default(),
             advertise: None,
         }

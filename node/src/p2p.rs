@@ -40,18 +40,26 @@ pub const CONTENT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/conte
 
 /// The stream protocol for direct messages: a sender keeps one stream open
 /// to each peer it sends to and writes [`Direct`] frames on it
-/// ([`write_direct`]), unanswered, as long as the stream lives. Each message
-/// of a frame is judged as if gossiped on its topic, in order, but never
-/// forwarded.
-pub const DIRECT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/direct/3");
+/// ([`write_direct`]), unanswered, as long as the stream lives. The receiver
+/// writes one byte, [`DIRECT_READY`], when it takes the stream, and nothing
+/// else: the sender keeps the frames it wrote until that byte arrives, so
+/// that a peer which does not speak the protocol (the dialer does not wait
+/// for multistream-select's confirmation) or refuses the stream costs no
+/// frame. Each message of a frame is judged as if gossiped on its topic, in
+/// order, but never forwarded.
+pub const DIRECT_PROTOCOL: StreamProtocol = StreamProtocol::new("/resolvd/direct/4");
+
+/// The byte a receiver writes on a [`DIRECT_PROTOCOL`] stream it reads.
+pub const DIRECT_READY: u8 = 1;
 
 /// Inbound direct streams read at once from one peer, at most (a sender
 /// replacing a failed stream may open its next before the last one closed);
 /// more are closed unread.
 pub const DIRECT_STREAMS_PER_PEER: usize = 2;
 
-/// How long opening a direct stream, or writing one frame to it, may take
-/// before the send counts as failed (and its messages go out on gossip).
+/// How long opening a direct stream, writing one frame to it, or its
+/// receiver's [`DIRECT_READY`] may take before the send counts as failed
+/// (and its messages go out on gossip).
 pub const DIRECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub use resolvd_proto::wire::{Gossip, Topic};
@@ -335,9 +343,16 @@ pub struct P2pConfig {
     pub heartbeat: Duration,
     /// Target mesh degree (D); D_low = ⌈3D/4⌉, D_high = D + ⌊D/2⌋ (the ratios
     /// of Ethereum's consensus layer, 8 / 6 / 12), D_lazy = D and no extra
-    /// gossip factor. Own messages are flood-published to every peer, so in
-    /// a committee that is fully connected the mesh only carries backups.
+    /// gossip factor.
     pub mesh: usize,
+    /// Publish own messages to every connected peer subscribed to the topic
+    /// (gossipsub's flood publishing) rather than to the mesh peers. Off by
+    /// default: members connect to most of the committee for direct
+    /// messages, so every publish would cost a copy per connected peer (a
+    /// certificate 63 copies at N = 64) where the mesh needs D, and gossip
+    /// (IHAVE to D_lazy peers outside the mesh each heartbeat) still covers
+    /// a mesh that drops it.
+    pub flood_publish: bool,
     /// Largest gossip message sent or accepted (default [`MAX_GOSSIP_LEN`]).
     pub max_message: usize,
     /// How long a message id stays in the seen cache: a message with the same
@@ -358,6 +373,7 @@ impl Default for P2pConfig {
             listen: "/ip4/0.0.0.0/tcp/9400".parse().expect("valid multiaddr"),
             heartbeat: Duration::from_secs(1),
             mesh: 4,
+            flood_publish: false,
             max_message: MAX_GOSSIP_LEN,
             seen_ttl: Duration::from_secs(12),
             aggregation: false,
@@ -416,6 +432,7 @@ pub fn build_swarm(
         .mesh_outbound_min(config.mesh.div_ceil(4).min(config.mesh / 2))
         .gossip_lazy(config.mesh)
         .gossip_factor(0.0)
+        .flood_publish(config.flood_publish)
         .build()
         .map_err(setup)?;
     let mut swarm = SwarmBuilder::with_existing_identity(key)

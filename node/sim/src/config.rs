@@ -295,8 +295,8 @@ impl fmt::Display for Latency {
 pub enum PublishTo {
     /// Its mesh peers.
     Mesh,
-    /// Every live member (gossipsub's `flood_publish` when every member is
-    /// connected to every other, as in `make bench-scale`).
+    /// Every live member (gossipsub's `flood_publish`, the node's
+    /// `p2p.flood_publish`, when every member is connected to every other).
     All,
 }
 

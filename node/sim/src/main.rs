@@ -29,8 +29,9 @@ enum Command {
         sizes: Vec<usize>,
         /// Fault mixes (each as `--faults`), `;`-separated; a mix may add run
         /// options after `+`: `commit-reveal=MS`, `partition=SPEC` (as
-        /// `--partition`), `cores=K`, `transport-us=T`, `cpu-scale=F` (as
-        /// the flags), `up-to=N` (only at sizes up to N), e.g.
+        /// `--partition`), `cores=K`, `transport-us=T`, `cpu-scale=F`,
+        /// `publish=mesh|all` (as the flags), `up-to=N` (only at sizes up to
+        /// N), e.g.
         /// `forge=1/3+commit-reveal=500+up-to=256`.
         #[arg(
             long,
@@ -139,8 +140,8 @@ struct RunArgs {
 impl RunArgs {
     /// The run's configuration for `nodes` and a mix: faults (as
     /// `--faults`), then optional `+commit-reveal=MS`, `+partition=SPEC`,
-    /// `+cores=K`, `+transport-us=T` and `+cpu-scale=F`, which override the
-    /// flags.
+    /// `+cores=K`, `+transport-us=T`, `+cpu-scale=F` and `+publish=TO`,
+    /// which override the flags.
     fn config(&self, nodes: usize, mix: &str) -> eyre::Result<Config> {
         let mut parts = mix.split('+');
         let faults = parts.next().unwrap_or("none");
@@ -175,10 +176,11 @@ impl RunArgs {
                 }
                 Some(("transport-us", us)) => cfg.transport = Duration::from_micros(us.parse()?),
                 Some(("cpu-scale", f)) => cfg.cpu_scale = f.parse()?,
+                Some(("publish", to)) => cfg.net.publish = to.parse::<PublishTo>()?,
                 Some(("up-to", _)) => {}
                 _ => eyre::bail!(
                     "`{option}` in `{mix}`: expected commit-reveal=MS, partition=SPEC, cores=K, \
-                     transport-us=T, cpu-scale=F or up-to=N"
+                     transport-us=T, cpu-scale=F, publish=mesh|all or up-to=N"
                 ),
             }
         }

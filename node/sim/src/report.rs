@@ -379,6 +379,9 @@ impl Report {
         if self.cpu_scale != 1.0 {
             faults.push_str(&format!("; CPU × {}", self.cpu_scale));
         }
+        if self.publish == PublishTo::All {
+            faults.push_str("; own messages to every member");
+        }
         format!(
             "| {} | {} | {} | {} | {:.0} ({:.0}) | {:.0} | {:.1} ms ({:.1} ×), {:.1} ms | {} | {} |",
             self.nodes,

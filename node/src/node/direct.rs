@@ -30,14 +30,18 @@
 //!   task of its own from a queue of [`QUEUE`] frames (dialling the member's
 //!   recorded addresses first when it is not connected). A frame costs one
 //!   write, not a stream's opening, negotiation, answer and closing. A member
-//!   without a record, a full queue, and a stream that fails to open or to
-//!   take a frame within [`DIRECT_TIMEOUT`] fall back to gossip (the
-//!   frame and the rest of its queue), which reaches the member among
-//!   everyone; the next send opens a new stream. Frames are not answered:
-//!   one written just before its connection drops is lost, as a lost packet
-//!   is, and the engine's escalation and republishing route around it.
+//!   without a record, a full queue, and a stream that fails to open, to
+//!   take a frame or to show the receiver's ready byte within
+//!   [`DIRECT_TIMEOUT`] fall back to gossip (the frames not known to have
+//!   reached a reader, and the rest of the queue), which reaches the member
+//!   among everyone; the next send opens a new stream, and so does one after
+//!   the receiver closed the stream. Frames are not answered: one written
+//!   on a ready stream just before its connection drops is lost, as a lost
+//!   packet is, and the engine's escalation and republishing route around
+//!   it.
 //! - **Receiving.** One task accepts the streams, at most
-//!   [`DIRECT_STREAMS_PER_PEER`] per peer, and reads their frames into
+//!   [`DIRECT_STREAMS_PER_PEER`] per peer (each answered with the ready
+//!   byte, [`DIRECT_READY`]), and reads their frames into
 //!   a queue of [`INBOX`] frames (a full queue stops the reading, and so the
 //!   sender, not the memory). A direct message is decoded as gossip on its
 //!   topic and judged by the engine, but never forwarded. A rejected one
@@ -53,11 +57,16 @@ use crate::{
     dispute::Origin,
     metrics::ResultLabel,
     p2p::{
-        read_direct, write_direct, Direct, Gossip, Topic, DIRECT_PROTOCOL, DIRECT_STREAMS_PER_PEER,
-        DIRECT_TIMEOUT, MAX_DIRECT_MESSAGES,
+        read_direct, write_direct, Direct, Gossip, Topic, DIRECT_PROTOCOL, DIRECT_READY,
+        DIRECT_STREAMS_PER_PEER, DIRECT_TIMEOUT, MAX_DIRECT_MESSAGES,
     },
 };
-use futures::{stream::FuturesUnordered, AsyncWriteExt, StreamExt};
+use futures::{
+    future::BoxFuture,
+    io::{ReadHalf, WriteHalf},
+    stream::FuturesUnordered,
+    AsyncReadExt, AsyncWriteExt, FutureExt, StreamExt,
+};
 use libp2p::{
     gossipsub::MessageAcceptance,
     multiaddr::Protocol,
@@ -612,8 +621,11 @@ impl Node {
 
 /// Writes `peer`'s frames, from its queue, on one stream until the node
 /// drops the queue (the stream is then closed); reports the frames it could
-/// not write (the one that failed and those queued after it) and ends when
-/// the stream cannot be opened or a write fails or stalls.
+/// not deliver and ends when the stream cannot be opened, a write fails or
+/// stalls, the receiver's [`DIRECT_READY`] does not come, or the receiver
+/// closes the stream. The frames written before the ready byte came count
+/// as undelivered when it does not (the receiver refused the stream, or
+/// does not speak the protocol).
 async fn send_stream(
     mut control: Control,
     peer: PeerId,
@@ -623,21 +635,10 @@ async fn send_stream(
 ) {
     let mut unsent = Vec::new();
     match tokio::time::timeout(DIRECT_TIMEOUT, control.open_stream(peer, DIRECT_PROTOCOL)).await {
-        Ok(Ok(mut stream)) => {
-            while let Some(messages) = rx.recv().await {
-                let direct = Direct::of(&messages);
-                match tokio::time::timeout(DIRECT_TIMEOUT, write_direct(&mut stream, &direct)).await
-                {
-                    Ok(Ok(())) => continue,
-                    Ok(Err(e)) => debug!(target: "p2p", %peer, error = %e, "direct stream failed"),
-                    Err(_) => debug!(target: "p2p", %peer, "direct stream stalled"),
-                }
-                unsent = messages;
-                break;
-            }
-            if unsent.is_empty() {
-                // The node dropped the queue: nothing more to send.
-                let _ = stream.close().await;
+        Ok(Ok(stream)) => {
+            let (reader, mut writer) = stream.split();
+            if write_frames(peer, reader, &mut writer, &mut rx, &mut unsent).await {
+                let _ = writer.close().await;
                 return;
             }
         }
@@ -649,6 +650,80 @@ async fn send_stream(
         unsent.extend(messages);
     }
     let _ = failed.send(Internal::DirectFailed { peer, id, messages: unsent });
+}
+
+/// What the read half of an outbound direct stream shows.
+enum Receiver {
+    /// The ready byte came: the read half, to watch for the stream's end.
+    Ready(ReadHalf<Stream>),
+    /// The stream ended, failed, or showed no ready byte in time.
+    Gone,
+}
+
+/// [`send_stream`]'s loop on an open stream: `true` when the node dropped
+/// the queue, `false` when the stream failed, with the frames not known
+/// delivered in `unsent`.
+async fn write_frames(
+    peer: PeerId,
+    reader: ReadHalf<Stream>,
+    writer: &mut WriteHalf<Stream>,
+    rx: &mut mpsc::Receiver<Vec<Gossip>>,
+    unsent: &mut Vec<Gossip>,
+) -> bool {
+    let mut ready = false;
+    // The frames written before the ready byte.
+    let mut unconfirmed: Vec<Gossip> = Vec::new();
+    let mut watch: BoxFuture<'static, Receiver> = ready_byte(reader).boxed();
+    loop {
+        tokio::select! {
+            receiver = &mut watch => match receiver {
+                Receiver::Ready(reader) if !ready => {
+                    ready = true;
+                    unconfirmed.clear();
+                    watch = stream_end(reader).boxed();
+                }
+                _ => {
+                    debug!(target: "p2p", %peer, ready, "direct stream refused or closed by its receiver");
+                    *unsent = unconfirmed;
+                    return false;
+                }
+            },
+            messages = rx.recv() => {
+                let Some(messages) = messages else { return true };
+                let direct = Direct::of(&messages);
+                match tokio::time::timeout(DIRECT_TIMEOUT, write_direct(writer, &direct)).await {
+                    Ok(Ok(())) => {
+                        if !ready {
+                            unconfirmed.extend(messages);
+                        }
+                        continue;
+                    }
+                    Ok(Err(e)) => debug!(target: "p2p", %peer, error = %e, "direct stream failed"),
+                    Err(_) => debug!(target: "p2p", %peer, "direct stream stalled"),
+                }
+                unconfirmed.extend(messages);
+                *unsent = unconfirmed;
+                return false;
+            }
+        }
+    }
+}
+
+/// Waits at most [`DIRECT_TIMEOUT`] for the receiver's [`DIRECT_READY`].
+async fn ready_byte(mut reader: ReadHalf<Stream>) -> Receiver {
+    let mut byte = [0u8; 1];
+    match tokio::time::timeout(DIRECT_TIMEOUT, reader.read_exact(&mut byte)).await {
+        Ok(Ok(())) if byte[0] == DIRECT_READY => Receiver::Ready(reader),
+        _ => Receiver::Gone,
+    }
+}
+
+/// Resolves when the receiver closes the stream (or writes to it, which it
+/// must not).
+async fn stream_end(mut reader: ReadHalf<Stream>) -> Receiver {
+    let mut byte = [0u8; 1];
+    let _ = reader.read(&mut byte).await;
+    Receiver::Gone
 }
 
 /// Accepts inbound direct streams (at most [`DIRECT_STREAMS_PER_PEER`] per
@@ -684,9 +759,24 @@ pub(super) async fn accept_streams(mut incoming: IncomingStreams, tx: mpsc::Send
     }
 }
 
-/// Reads one inbound stream's frames until it ends, fails or sends a
-/// malformed frame; returns its peer.
+/// Tells the sender the stream is read ([`DIRECT_READY`]), then reads its
+/// frames until it ends, fails or sends a malformed frame; returns its peer.
 async fn read_stream(peer: PeerId, mut stream: Stream, tx: mpsc::Sender<DirectIn>) -> PeerId {
+    let ready = async {
+        stream.write_all(&[DIRECT_READY]).await?;
+        stream.flush().await
+    };
+    match tokio::time::timeout(DIRECT_TIMEOUT, ready).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            debug!(target: "p2p", %peer, error = %e, "inbound direct stream failed");
+            return peer;
+        }
+        Err(_) => {
+            debug!(target: "p2p", %peer, "inbound direct stream stalled");
+            return peer;
+        }
+    }
     loop {
         let event = match read_direct(&mut stream).await {
             Ok(Some(direct)) => DirectIn::Frame { peer, direct },

@@ -226,6 +226,7 @@ fn p2p_settings(
         listen: cfg.p2p.listen.parse().map_err(|e| eyre::eyre!("p2p.listen: {e}"))?,
         heartbeat: Duration::from_millis(cfg.p2p.heartbeat_ms.max(50)),
         mesh: cfg.p2p.mesh,
+        flood_publish: cfg.p2p.flood_publish,
         seen_ttl: republish * 3 / 4,
         aggregation: cfg.p2p.dissemination == DisseminationMode::Aggregators,
         ..P2pConfig::default()
