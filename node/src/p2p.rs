@@ -203,15 +203,7 @@ pub async fn read_direct<T: futures::AsyncRead + Unpin + Send>(
         0 => return Ok(None),
         _ => io.read_exact(&mut len[1..]).await?,
     }
-    let len = u32::from_be_bytes(len) as usize;
-    if len > MAX_DIRECT_FRAME {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("frame of {len} bytes exceeds {MAX_DIRECT_FRAME}"),
-        ));
-    }
-    let mut frame = vec![0u8; len];
-    io.read_exact(&mut frame).await?;
+    let frame = read_body(io, len, MAX_DIRECT_FRAME).await?;
     Direct::from_frame(&frame).map(Some)
 }
 
@@ -225,6 +217,16 @@ async fn read_frame<T: futures::AsyncRead + Unpin + Send>(
 ) -> io::Result<Vec<u8>> {
     let mut len = [0u8; 4];
     io.read_exact(&mut len).await?;
+    read_body(io, len, max).await
+}
+
+/// The body of a frame whose 4-byte big-endian length is `len`: at most
+/// `max` bytes (`InvalidData` past it, before anything is allocated).
+async fn read_body<T: futures::AsyncRead + Unpin + Send>(
+    io: &mut T,
+    len: [u8; 4],
+    max: usize,
+) -> io::Result<Vec<u8>> {
     let len = u32::from_be_bytes(len) as usize;
     if len > max {
         return Err(io::Error::new(
