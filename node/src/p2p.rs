@@ -107,6 +107,14 @@ pub fn decode_gossip(message: &gossipsub::Message) -> Result<(Topic, Gossip), Go
 /// its commitment, and the rare equivocation test's extra partials with it.
 pub const MAX_DIRECT_MESSAGES: usize = 4;
 
+/// The topics a direct frame may carry: what the engine sends to members
+/// (partials, commitments, slice aggregates) and member records. The others
+/// are only gossiped; a certificate arriving directly would, for one, stand
+/// in for the gossiped one at the aggregators holding theirs back (the
+/// certificate stagger) while nobody else saw it.
+pub const DIRECT_TOPICS: [Topic; 4] =
+    [Topic::Verdicts, Topic::Commits, Topic::Aggregates, Topic::Members];
+
 /// A frame sent straight to one peer ([`DIRECT_PROTOCOL`]): messages, each
 /// the topic it would be gossiped on and its wire bytes, that the receiver
 /// takes in this order at one instant (a reveal never arrives before its
@@ -155,6 +163,9 @@ impl Direct {
                 .get(usize::from(tag))
                 .copied()
                 .ok_or_else(|| invalid("unknown topic"))?;
+            if !DIRECT_TOPICS.contains(&topic) {
+                return Err(invalid("a topic that is only gossiped"));
+            }
             let (len, tail) = tail.split_first_chunk::<4>().ok_or_else(|| invalid("truncated"))?;
             let len = u32::from_be_bytes(*len) as usize;
             if len > MAX_GOSSIP_LEN || len > tail.len() {
@@ -521,8 +532,14 @@ mod tests {
     fn direct_frames_carry_known_topics_in_order() {
         for topic in Topic::ALL {
             let d = Direct { messages: vec![(topic, vec![1, 2, 3])] };
-            assert_eq!(Direct::from_frame(&d.to_frame()).unwrap(), d);
+            if DIRECT_TOPICS.contains(&topic) {
+                assert_eq!(Direct::from_frame(&d.to_frame()).unwrap(), d);
+            } else {
+                let e = Direct::from_frame(&d.to_frame()).unwrap_err();
+                assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{topic:?}");
+            }
         }
+        assert!(!DIRECT_TOPICS.contains(&Topic::Certificates));
         let two =
             Direct { messages: vec![(Topic::Commits, vec![7; 3]), (Topic::Verdicts, Vec::new())] };
         assert_eq!(Direct::from_frame(&two.to_frame()).unwrap(), two);

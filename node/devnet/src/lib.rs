@@ -62,11 +62,15 @@ pub const SLASH_SINK: Address = address!("0x000000000000000000000000000000000000
 /// test that waits forever.
 pub const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The devnet's HTTP client ([`HTTP_TIMEOUT`]).
+/// The devnet's HTTP client ([`HTTP_TIMEOUT`]). It drops a pooled
+/// connection after 5 s idle: the node's API closes one after 10 s without a
+/// request (`api.header_timeout_secs`), and a request sent on a connection
+/// the server is closing fails.
 pub fn http_client() -> eyre::Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .timeout(HTTP_TIMEOUT)
         .connect_timeout(Duration::from_secs(10))
+        .pool_idle_timeout(Duration::from_secs(5))
         .build()?)
 }
 

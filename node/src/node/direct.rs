@@ -689,7 +689,16 @@ async fn write_frames(
                 }
             },
             messages = rx.recv() => {
-                let Some(messages) = messages else { return true };
+                let Some(messages) = messages else {
+                    // The node dropped the queue (its connection to the
+                    // peer closed, say): frames not yet confirmed count as
+                    // unsent unless the ready byte still comes.
+                    if ready || matches!((&mut watch).await, Receiver::Ready(_)) {
+                        return true;
+                    }
+                    *unsent = unconfirmed;
+                    return false;
+                };
                 let direct = Direct::of(&messages);
                 match tokio::time::timeout(DIRECT_TIMEOUT, write_direct(writer, &direct)).await {
                     Ok(Ok(())) => {

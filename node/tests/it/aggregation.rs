@@ -81,6 +81,16 @@ async fn a_forged_member_record_is_rejected_and_its_sender_graylisted() {
     config.aggregation = true;
     let hostile = libp2p::identity::Keypair::generate_ed25519();
     let mut swarm = build_swarm(hostile, &config).unwrap();
+    // Node 0 sends its own record to a peer when it connects: dial once it
+    // has one (it publishes it as the others do theirs).
+    for _ in 0..150 {
+        let m = net.0.nodes[0].metrics().await.unwrap();
+        if metric(&m, "resolvd_member_records", "") >= 3.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
     swarm.dial(net.0.nodes[0].p2p.parse::<libp2p::Multiaddr>().unwrap()).unwrap();
     let forger = resolvd_consensus::SecretKey::from_seed(&[0x66; 32]).unwrap();
     let mut forged = MemberRecord {
