@@ -676,8 +676,9 @@ async fn write_frames(
     let mut watch: BoxFuture<'static, Receiver> = ready_byte(reader).boxed();
     loop {
         tokio::select! {
+            // `stream_end` only ever resolves `Gone`.
             receiver = &mut watch => match receiver {
-                Receiver::Ready(reader) if !ready => {
+                Receiver::Ready(reader) => {
                     ready = true;
                     unconfirmed.clear();
                     watch = stream_end(reader).boxed();
