@@ -62,6 +62,14 @@ pub const DIRECT_STREAMS_PER_PEER: usize = 2;
 /// (and its messages go out on gossip).
 pub const DIRECT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// How long a receiver waits for the rest of a direct frame once its first
+/// byte came: twice the sender's own bound on writing it
+/// ([`DIRECT_TIMEOUT`]), after which the receiver closes the stream.
+pub const DIRECT_FRAME_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// What a frame's buffer is allocated with before its bytes arrive.
+const READ_CHUNK: usize = 16 * 1024;
+
 pub use resolvd_proto::wire::{Gossip, Topic};
 
 /// A [`Topic`] as gossipsub names it.
@@ -204,17 +212,32 @@ pub async fn write_direct<T: futures::AsyncWrite + Unpin + Send>(
 
 /// Reads the next [`Direct`] frame of a [`DIRECT_PROTOCOL`] stream: `None`
 /// when the sender closed it between frames; `InvalidData` for a frame that
-/// is too long or malformed (unknown topic, truncated, too many messages).
+/// is too long or malformed (unknown topic, truncated, too many messages);
+/// `TimedOut` for one not read whole within [`DIRECT_FRAME_TIMEOUT`] of its
+/// first byte (a stream may idle between frames, not inside one).
 pub async fn read_direct<T: futures::AsyncRead + Unpin + Send>(
     io: &mut T,
 ) -> io::Result<Option<Direct>> {
+    read_direct_within(io, DIRECT_FRAME_TIMEOUT).await
+}
+
+/// [`read_direct`], a frame's rest due within `stall` of its first byte.
+async fn read_direct_within<T: futures::AsyncRead + Unpin + Send>(
+    io: &mut T,
+    stall: Duration,
+) -> io::Result<Option<Direct>> {
     let mut len = [0u8; 4];
     // A clean end is one before the first byte of a frame.
-    match io.read(&mut len[..1]).await? {
-        0 => return Ok(None),
-        _ => io.read_exact(&mut len[1..]).await?,
+    if io.read(&mut len[..1]).await? == 0 {
+        return Ok(None);
     }
-    let frame = read_body(io, len, MAX_DIRECT_FRAME).await?;
+    let rest = async {
+        io.read_exact(&mut len[1..]).await?;
+        read_body(io, len, MAX_DIRECT_FRAME).await
+    };
+    let frame = tokio::time::timeout(stall, rest).await.map_err(|_| {
+        io::Error::new(io::ErrorKind::TimedOut, "a direct frame stalled after its first byte")
+    })??;
     Direct::from_frame(&frame).map(Some)
 }
 
@@ -232,7 +255,10 @@ async fn read_frame<T: futures::AsyncRead + Unpin + Send>(
 }
 
 /// The body of a frame whose 4-byte big-endian length is `len`: at most
-/// `max` bytes (`InvalidData` past it, before anything is allocated).
+/// `max` bytes (`InvalidData` past it, before anything is allocated). The
+/// buffer grows with the bytes that arrive, not with the length the peer
+/// claims: a peer announcing a large frame and sending little of it holds
+/// little memory.
 async fn read_body<T: futures::AsyncRead + Unpin + Send>(
     io: &mut T,
     len: [u8; 4],
@@ -245,8 +271,14 @@ async fn read_body<T: futures::AsyncRead + Unpin + Send>(
             format!("frame of {len} bytes exceeds {max}"),
         ));
     }
-    let mut buf = vec![0u8; len];
-    io.read_exact(&mut buf).await?;
+    let mut buf = Vec::with_capacity(len.min(READ_CHUNK));
+    io.take(len as u64).read_to_end(&mut buf).await?;
+    if buf.len() < len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("frame ended after {} of {len} bytes", buf.len()),
+        ));
+    }
     Ok(buf)
 }
 
@@ -570,36 +602,72 @@ mod tests {
     /// A direct stream carries frames one after another and ends cleanly
     /// only between frames; a frame longer than the largest one is refused
     /// from its length alone, and a malformed one as `InvalidData`.
-    #[test]
-    fn direct_streams_carry_frames_until_a_clean_end() {
-        futures::executor::block_on(async {
-            let one = Direct { messages: vec![(Topic::Verdicts, vec![1, 2, 3])] };
-            let two =
-                Direct { messages: vec![(Topic::Commits, vec![7; 3]), (Topic::Verdicts, vec![])] };
-            let mut bytes = Vec::new();
-            write_direct(&mut bytes, &one).await.unwrap();
-            write_direct(&mut bytes, &two).await.unwrap();
-            let mut io = futures::io::Cursor::new(bytes.clone());
-            assert_eq!(read_direct(&mut io).await.unwrap(), Some(one));
-            assert_eq!(read_direct(&mut io).await.unwrap(), Some(two));
-            assert_eq!(read_direct(&mut io).await.unwrap(), None, "a clean end");
-            let mut cut = futures::io::Cursor::new(bytes[..bytes.len() - 1].to_vec());
-            read_direct(&mut cut).await.unwrap();
-            let e = read_direct(&mut cut).await.unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "an end inside a frame");
-            let mut cut = futures::io::Cursor::new(bytes[..2].to_vec());
-            assert_eq!(
-                read_direct(&mut cut).await.unwrap_err().kind(),
-                io::ErrorKind::UnexpectedEof
-            );
-            let huge = (MAX_DIRECT_FRAME as u32 + 1).to_be_bytes().to_vec();
-            let e = read_direct(&mut futures::io::Cursor::new(huge)).await.unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "too long");
-            let mut unknown = 6u32.to_be_bytes().to_vec();
-            unknown.extend_from_slice(&[Topic::ALL.len() as u8, 0, 0, 0, 1, 0]);
-            let e = read_direct(&mut futures::io::Cursor::new(unknown)).await.unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "an unknown topic");
-        });
+    #[tokio::test]
+    async fn direct_streams_carry_frames_until_a_clean_end() {
+        let one = Direct { messages: vec![(Topic::Verdicts, vec![1, 2, 3])] };
+        let two =
+            Direct { messages: vec![(Topic::Commits, vec![7; 3]), (Topic::Verdicts, vec![])] };
+        let mut bytes = Vec::new();
+        write_direct(&mut bytes, &one).await.unwrap();
+        write_direct(&mut bytes, &two).await.unwrap();
+        let mut io = futures::io::Cursor::new(bytes.clone());
+        assert_eq!(read_direct(&mut io).await.unwrap(), Some(one));
+        assert_eq!(read_direct(&mut io).await.unwrap(), Some(two));
+        assert_eq!(read_direct(&mut io).await.unwrap(), None, "a clean end");
+        let mut cut = futures::io::Cursor::new(bytes[..bytes.len() - 1].to_vec());
+        read_direct(&mut cut).await.unwrap();
+        let e = read_direct(&mut cut).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "an end inside a frame");
+        let mut cut = futures::io::Cursor::new(bytes[..2].to_vec());
+        assert_eq!(read_direct(&mut cut).await.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+        let huge = (MAX_DIRECT_FRAME as u32 + 1).to_be_bytes().to_vec();
+        let e = read_direct(&mut futures::io::Cursor::new(huge)).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "too long");
+        let mut unknown = 6u32.to_be_bytes().to_vec();
+        unknown.extend_from_slice(&[Topic::ALL.len() as u8, 0, 0, 0, 1, 0]);
+        let e = read_direct(&mut futures::io::Cursor::new(unknown)).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "an unknown topic");
+    }
+
+    /// A reader with nothing more to give, and no end: a peer that stopped
+    /// sending with its stream open.
+    struct Stalled;
+
+    impl futures::AsyncRead for Stalled {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &mut [u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            std::task::Poll::Pending
+        }
+    }
+
+    /// A stream may idle between frames but not inside one: a frame whose
+    /// rest does not come in time is `TimedOut`, whether it stalls in its
+    /// length or in its body; one that ends early says how much came.
+    #[tokio::test]
+    async fn a_direct_frame_stalled_after_its_first_byte_times_out() {
+        let stall = Duration::from_millis(50);
+        let one = Direct { messages: vec![(Topic::Verdicts, vec![1, 2, 3])] };
+        let mut bytes = Vec::new();
+        write_direct(&mut bytes, &one).await.unwrap();
+        let mut whole = futures::io::Cursor::new(bytes.clone()).chain(Stalled);
+        assert_eq!(read_direct_within(&mut whole, stall).await.unwrap(), Some(one));
+        let idle = tokio::time::timeout(stall * 4, read_direct_within(&mut whole, stall)).await;
+        assert!(idle.is_err(), "between frames the reader waits");
+        for cut in [1, 3, bytes.len() - 1] {
+            let mut io = futures::io::Cursor::new(bytes[..cut].to_vec()).chain(Stalled);
+            let read = tokio::time::timeout(stall * 10, read_direct_within(&mut io, stall)).await;
+            let e = read.expect("a stalled frame ends the read").unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::TimedOut, "stalled after {cut} bytes");
+        }
+        // The largest length announced, then 100 bytes and the end.
+        let mut big = (MAX_DIRECT_FRAME as u32).to_be_bytes().to_vec();
+        big.extend_from_slice(&[0; 100]);
+        let e = read_direct_within(&mut futures::io::Cursor::new(big), stall).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(e.to_string(), format!("frame ended after 100 of {MAX_DIRECT_FRAME} bytes"));
     }
 
     /// Byte-different encodings of one message are not accepted as gossip

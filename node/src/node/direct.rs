@@ -795,6 +795,11 @@ async fn read_stream(peer: PeerId, mut stream: Stream, tx: mpsc::Sender<DirectIn
                 let _ = tx.send(DirectIn::Malformed { peer, error }).await;
                 break;
             }
+            // Not penalised: a link that stops mid-frame looks the same.
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                warn!(target: "p2p", %peer, error = %e, "inbound direct stream closed");
+                break;
+            }
             Err(e) => {
                 debug!(target: "p2p", %peer, error = %e, "inbound direct stream failed");
                 break;
