@@ -74,6 +74,7 @@ fixtures:
 bench:
 	cargo bench -p resolvd-consensus --bench bls
 	cargo bench -p resolvd-replay --bench replay
+	cargo bench -p resolvd-node --bench transport
 	cd contracts && forge test --match-contract BLSGas
 
 ## bench-node: dispute latency (p50/p99) and RSS on a loopback devnet, release build

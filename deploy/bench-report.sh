@@ -47,7 +47,7 @@ if [ "${ONLY_SCALE:-0}" = 1 ]; then
 fi
 
 if [ "${SKIP_CRITERION:-0}" != 1 ]; then
-  cargo bench --workspace --locked --bench bls --bench replay -- --noplot >"$out/criterion.log" 2>&1
+  cargo bench --workspace --locked --bench bls --bench replay --bench transport -- --noplot >"$out/criterion.log" 2>&1
 fi
 (cd contracts && forge test --match-contract 'BLSGas|EscrowGas|NonSignerGas|AttestationGas' >"$out/forge.log" 2>&1)
 for n in 4 7 10; do
@@ -88,6 +88,8 @@ rows = [
     ("replay: ERC-20 transfer, full (hash, decode, proofs, revm, predicate)", "erc20_transfer/full_replay"),
     ("replay: proof verification only", "erc20_transfer/proof_verification_only"),
     ("replay: bare revm, in-memory state", "erc20_transfer/bare_revm_in_memory"),
+    ("transport, one partial as a direct frame: CPU of both ends (process time)", "transport_cpu/direct_frame"),
+    ("transport, one partial as gossip to one peer: CPU of both ends (process time)", "transport_cpu/gossip_message"),
 ]
 witness = sorted(glob.glob(os.path.join(target, "criterion", "witness_verification", "*")))
 rows += [(f"witness verification, {os.path.basename(w).replace('_', ' ')}", f"witness_verification/{os.path.basename(w)}") for w in witness if os.path.basename(w) != "report"]
