@@ -63,8 +63,11 @@ pub const DIRECT_STREAMS_PER_PEER: usize = 2;
 pub const DIRECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How long a receiver waits for the rest of a direct frame once its first
-/// byte came: twice the sender's own bound on writing it
-/// ([`DIRECT_TIMEOUT`]), after which the receiver closes the stream.
+/// byte came, after which it closes the stream. A frame (at most
+/// `MAX_DIRECT_FRAME`, about 256 KiB; a partial is under 1 KiB) from a live
+/// sender arrives a round trip or so after its first byte; a frame cut off
+/// this way is lost to its sender, which counts a confirmed stream's frames
+/// as delivered (escalation routes around it).
 pub const DIRECT_FRAME_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// What a frame's buffer is allocated with before its bytes arrive.
@@ -271,13 +274,25 @@ async fn read_body<T: futures::AsyncRead + Unpin + Send>(
             format!("frame of {len} bytes exceeds {max}"),
         ));
     }
-    let mut buf = Vec::with_capacity(len.min(READ_CHUNK));
-    io.take(len as u64).read_to_end(&mut buf).await?;
-    if buf.len() < len {
-        return Err(io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            format!("frame ended after {} of {len} bytes", buf.len()),
-        ));
+    // Doubling from READ_CHUNK, capped at `len`: the buffer ends at exactly
+    // `len` bytes of capacity.
+    let mut buf = Vec::new();
+    let mut filled = 0;
+    while filled < len {
+        let grow = (len - filled).min(filled.max(READ_CHUNK));
+        buf.reserve_exact(grow);
+        buf.resize(filled + grow, 0);
+        while filled < buf.len() {
+            match io.read(&mut buf[filled..]).await? {
+                0 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("frame ended after {filled} of {len} bytes"),
+                    ))
+                }
+                n => filled += n,
+            }
+        }
     }
     Ok(buf)
 }
@@ -627,6 +642,22 @@ mod tests {
         unknown.extend_from_slice(&[Topic::ALL.len() as u8, 0, 0, 0, 1, 0]);
         let e = read_direct(&mut futures::io::Cursor::new(unknown)).await.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData, "an unknown topic");
+    }
+
+    /// A frame's buffer grows with the bytes that arrive and ends at exactly
+    /// the frame's length.
+    #[tokio::test]
+    async fn a_frame_buffer_ends_at_its_length() {
+        for len in
+            [0, 1, READ_CHUNK - 1, READ_CHUNK, READ_CHUNK + 1, 3 * READ_CHUNK + 5, MAX_DIRECT_FRAME]
+        {
+            let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut io = futures::io::Cursor::new(bytes.clone());
+            let prefix = (len as u32).to_be_bytes();
+            let body = read_body(&mut io, prefix, MAX_DIRECT_FRAME).await.unwrap();
+            assert_eq!(body, bytes);
+            assert_eq!(body.capacity(), len, "capacity of a {len}-byte frame");
+        }
     }
 
     /// A reader with nothing more to give, and no end: a peer that stopped

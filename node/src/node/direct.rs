@@ -797,7 +797,7 @@ async fn read_stream(peer: PeerId, mut stream: Stream, tx: mpsc::Sender<DirectIn
             }
             // Not penalised: a link that stops mid-frame looks the same.
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                warn!(target: "p2p", %peer, error = %e, "inbound direct stream closed");
+                debug!(target: "p2p", %peer, error = %e, "inbound direct stream closed");
                 break;
             }
             Err(e) => {
