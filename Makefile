@@ -110,7 +110,7 @@ bench-scale: tools
 SIM_SIZES ?= 16,32,64,256,1024
 SIM_FAULT_SIZES ?= 64,256,1024
 SIM_FAULT_MIXES ?= equivocate=1/3;none+commit-reveal=500+up-to=256;forge=1/3+commit-reveal=500+up-to=256;none+partition=1/2@0-3000
-SIM_HARNESS_MIXES ?= none;none+transport-us=430;none+cores=2;none+cores=2+transport-us=430;none+cores=2+transport-us=430+publish=all;none+cores=2+cpu-scale=7;none+cores=2+transport-us=300;none+cores=2+transport-us=800
+SIM_HARNESS_MIXES ?= none;none+transport-us=29;none+transport-us=63;none+transport-us=430;none+cores=2;none+cores=2+transport-us=430;none+cores=2+transport-us=430+publish=all;none+cores=2+cpu-scale=7;none+cores=2+transport-us=300;none+cores=2+transport-us=800
 SIM_ARGS ?=
 bench-sim:
 	@cargo build --release --locked -p resolvd-sim
