@@ -157,32 +157,25 @@ fn transport(c: &mut Criterion) {
     let mut n = 0u64;
     let mut g = c.benchmark_group("transport_cpu");
     g.measurement_time(Duration::from_secs(10));
-    g.bench_function("direct_frame", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let start = cpu_time();
-                for _ in 0..iters {
-                    n += 1;
-                    write_direct(&mut stream, &Direct::of(&[partial(n)])).await.unwrap();
-                    p.arrived.recv().await.unwrap();
-                }
-                cpu_time() - start
-            })
+    for (name, direct) in [("direct_frame", true), ("gossip_message", false)] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = cpu_time();
+                    for _ in 0..iters {
+                        n += 1;
+                        if direct {
+                            write_direct(&mut stream, &Direct::of(&[partial(n)])).await.unwrap();
+                        } else {
+                            p.publish.send(partial(n).encode().1).unwrap();
+                        }
+                        p.arrived.recv().await.unwrap();
+                    }
+                    cpu_time() - start
+                })
+            });
         });
-    });
-    g.bench_function("gossip_message", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let start = cpu_time();
-                for _ in 0..iters {
-                    n += 1;
-                    p.publish.send(partial(n).encode().1).unwrap();
-                    p.arrived.recv().await.unwrap();
-                }
-                cpu_time() - start
-            })
-        });
-    });
+    }
     g.finish();
 }
 
