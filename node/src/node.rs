@@ -199,6 +199,7 @@ enum Internal {
     },
     Batch {
         events: Vec<ChainEvent>,
+        from: u64,
         to: u64,
         hash: B256,
         head: u64,
@@ -865,8 +866,8 @@ impl Node {
                     Err(e) => self.store_error("cannot rewind the chain cursor", None, &e),
                 }
             }
-            Internal::Batch { events, to, hash, head, time } => {
-                self.on_batch_of_logs(events, to, hash, head, time, now)
+            Internal::Batch { events, from, to, hash, head, time } => {
+                self.on_batch_of_logs(events, (from, to), hash, head, time, now)
             }
             Internal::Confirmed { announcement, source, result } => {
                 self.engine.on_confirmed(*announcement, source, result, now);
@@ -933,7 +934,7 @@ impl Node {
     fn on_batch_of_logs(
         &mut self,
         events: Vec<ChainEvent>,
-        to: u64,
+        (from, to): (u64, u64),
         hash: B256,
         head: u64,
         time: u64,
@@ -941,9 +942,17 @@ impl Node {
     ) {
         self.engine.on_head(head, time);
         let errors_before = self.shared.metrics.store_errors.get();
+        let disputed: Vec<(B256, B256)> = events
+            .iter()
+            .filter_map(|e| match e {
+                ChainEvent::Disputed(a) => Some((a.deal_id, a.block_hash)),
+                _ => None,
+            })
+            .collect();
         for event in events {
             self.on_chain_event(event, now);
         }
+        self.engine.on_logs_scanned(from, to, &disputed);
         self.drive();
         if self.shared.metrics.store_errors.get() != errors_before {
             warn!(target: "store", to, "records of this batch failed to persist: cursor not advanced");

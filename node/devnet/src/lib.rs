@@ -689,6 +689,9 @@ pub struct DevnetOptions {
     /// `p2p.dissemination` of every node (default: the node's default, or
     /// `RESOLVD_DISSEMINATION`).
     pub dissemination: Option<resolvd_node::config::DisseminationMode>,
+    /// Changes node `i`'s config last, before it is written (a test's
+    /// per-node setting: one node's timers, say).
+    pub node_config: Option<fn(usize, &mut NodeConfig)>,
 }
 
 impl DevnetOptions {
@@ -721,6 +724,7 @@ impl DevnetOptions {
             hosts: None,
             netns: None,
             dissemination: std::env::var("RESOLVD_DISSEMINATION").ok().and_then(|m| m.parse().ok()),
+            node_config: None,
         }
     }
 }
@@ -1073,7 +1077,10 @@ impl Devnet {
                 node.netns = Some(layout.nodes[i].clone());
             }
         }
-        for node in &nodes {
+        for node in &mut nodes {
+            if let Some(tweak) = options.node_config {
+                tweak(node.index, &mut node.config);
+            }
             std::fs::write(node.config_path(), toml::to_string(&node.config)?)?;
         }
         tracing::info!(target: "devnet", nodes = nodes.len(), elapsed = ?started.elapsed(), "resolvers registered");

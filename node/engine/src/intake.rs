@@ -536,24 +536,7 @@ impl<O: MessageOrigin> Engine<O> {
                 .map(|d| d.info.deal_id)
                 .collect::<Vec<_>>(),
         );
-        for id in &affected {
-            let Some(d) = self.disputes.get(id) else { continue };
-            if d.own.is_some() || d.phase.is_final() {
-                warn!(target: "chain", deal = %id, "Disputed log reorged out after this node signed: kept");
-                continue;
-            }
-            warn!(target: "chain", deal = %id, "Disputed log reorged out before any signature: dropped, re-confirming");
-            let info = d.info.clone();
-            self.forget(id);
-            self.push(Action::Prune(*id));
-            // Not in `chain_confirming`: a new Disputed log (a re-challenge)
-            // meanwhile gets its own confirmation.
-            self.push(Action::Confirm {
-                announcement: Box::new(info),
-                source: ConfirmSource::Reorg,
-                delay: Duration::ZERO,
-            });
-        }
+        self.reorged_out(&affected);
         for id in settled {
             let Some(d) = self.disputes.get_mut(id) else { continue };
             if d.phase != Phase::Settled {
@@ -571,6 +554,55 @@ impl<O: MessageOrigin> Engine<O> {
             } else {
                 Phase::Observing
             };
+        }
+    }
+
+    /// The watcher handled blocks `from..=to` of the canonical chain, whose
+    /// `Disputed` logs are `logs` (deal id, block hash). A dispute this node
+    /// took from gossip before its watcher got there, announced in one of
+    /// those blocks but not among them, was reorged out (or mined again
+    /// elsewhere) in between; the watcher's own reorg walk cannot see that,
+    /// since it never handled the block. It is dropped and confirmed again as
+    /// [`Self::on_reorg`] does, unless this node signed for it already.
+    pub fn on_logs_scanned(&mut self, from: u64, to: u64, logs: &[(B256, B256)]) {
+        let gone: Vec<B256> = self
+            .disputes
+            .values()
+            .filter(|d| {
+                (from..=to).contains(&d.info.block_number)
+                    && !d.info.block_hash.is_zero()
+                    && !logs.contains(&(d.info.deal_id, d.info.block_hash))
+            })
+            .map(|d| d.info.deal_id)
+            .collect();
+        if !gone.is_empty() {
+            warn!(target: "chain", from, to, disputes = gone.len(), "announced Disputed logs are not in the blocks the watcher handled: reorged out");
+            self.reorged_out(&gone);
+        }
+    }
+
+    /// Disputes whose `Disputed` log left the canonical chain: one not signed
+    /// yet is dropped with its records and confirmed again on chain (handled
+    /// afresh, once, if the challenge is still or again there); one signed or
+    /// finished is kept (slashing protection holds whatever happens).
+    fn reorged_out(&mut self, ids: &[B256]) {
+        for id in ids {
+            let Some(d) = self.disputes.get(id) else { continue };
+            if d.own.is_some() || d.phase.is_final() {
+                warn!(target: "chain", deal = %id, "Disputed log reorged out after this node signed: kept");
+                continue;
+            }
+            warn!(target: "chain", deal = %id, "Disputed log reorged out before any signature: dropped, re-confirming");
+            let info = d.info.clone();
+            self.forget(id);
+            self.push(Action::Prune(*id));
+            // Not in `chain_confirming`: a new Disputed log (a re-challenge)
+            // meanwhile gets its own confirmation.
+            self.push(Action::Confirm {
+                announcement: Box::new(info),
+                source: ConfirmSource::Reorg,
+                delay: Duration::ZERO,
+            });
         }
     }
 

@@ -1340,6 +1340,80 @@ fn a_reorged_out_dispute_is_dropped_before_signing_and_a_signed_one_is_kept() {
     assert_eq!(rig.engine.len(), 2);
 }
 
+/// A dispute taken from gossip before the node's own watcher reached its
+/// block, then reorged out: the watcher never handled that block, so its
+/// reorg walk reports nothing. The scan of the block without the log is what
+/// drops it, before any signature.
+#[test]
+fn a_gossiped_dispute_missing_from_the_blocks_the_watcher_scans_is_dropped_before_signing() {
+    let mut rig = Rig::new(Some(0));
+    let from_gossip = |rig: &mut Rig, a: &DisputeAnnouncement| {
+        rig.engine.on_gossip(origin(a.deal_id[0]), Gossip::Dispute(a.clone()), rig.now);
+        rig.drain();
+        rig.engine.on_confirmed(
+            a.clone(),
+            ConfirmSource::Gossip,
+            Ok(Confirmation::Disputed),
+            rig.now,
+        );
+        rig.drain()
+    };
+    // Replaying when the watcher scans its block without its log.
+    let gone = announcement(1);
+    assert!(from_gossip(&mut rig, &gone).iter().any(|x| matches!(x, Action::Gather(_))));
+    rig.engine.on_gathered(gone.deal_id, ready(&gone), rig.now);
+    assert!(matches!(rig.drain()[..], [Action::Replay(_)]));
+    // Its log is in the scanned blocks: kept.
+    let there = announcement(2);
+    from_gossip(&mut rig, &there);
+    // Mined again at the same height, in another block: confirmed again.
+    let moved = announcement(3);
+    from_gossip(&mut rig, &moved);
+    // Announced in a block the watcher has not reached: kept.
+    let ahead = DisputeAnnouncement { block_number: 12, ..announcement(4) };
+    from_gossip(&mut rig, &ahead);
+    // Signed already: kept (protection holds).
+    let signed = announcement(5);
+    rig.sign_through(&signed, ReexecVerdict::Reproduced);
+    rig.drain();
+
+    let logs = [(there.deal_id, there.block_hash), (moved.deal_id, B256::repeat_byte(0x77))];
+    rig.engine.on_logs_scanned(9, 11, &logs);
+    let actions = rig.drain();
+    let reconfirmed: Vec<B256> = actions
+        .iter()
+        .filter_map(|x| match x {
+            Action::Confirm { source: ConfirmSource::Reorg, announcement, .. } => {
+                Some(announcement.deal_id)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reconfirmed, vec![gone.deal_id, moved.deal_id], "{actions:?}");
+    for a in [&gone, &moved] {
+        assert!(rig.engine.view(&a.deal_id).is_none(), "dropped");
+        assert!(actions.iter().any(|x| matches!(x, Action::Prune(id) if *id == a.deal_id)));
+    }
+    for a in [&there, &ahead] {
+        assert!(rig.engine.view(&a.deal_id).is_some(), "kept");
+    }
+    assert_eq!(rig.phase(&signed), Phase::Signed, "a signed dispute is kept");
+    // The replay finishing late signs nothing; the chain says it is gone.
+    rig.engine.on_replayed(gone.deal_id, Ok(envelope(&gone, ReexecVerdict::Reproduced)), rig.now);
+    rig.engine.on_confirmed(
+        gone.clone(),
+        ConfirmSource::Reorg,
+        Ok(Confirmation::NotDisputed),
+        rig.now,
+    );
+    assert!(rig.drain().iter().all(|x| !matches!(x, Action::Sign { .. })));
+    assert!(rig.engine.view(&gone.deal_id).is_none());
+    // The next range holds `ahead`'s log: kept.
+    rig.engine.on_logs_scanned(12, 12, &[(ahead.deal_id, ahead.block_hash)]);
+    assert!(rig.drain().is_empty());
+    assert!(rig.engine.view(&ahead.deal_id).is_some());
+}
+
 #[test]
 fn a_reorged_out_settlement_reopens_submission() {
     let mut rig = Rig::new(Some(0));

@@ -100,7 +100,7 @@ pub(crate) enum Step {
     /// Nothing confirmed past the cursor.
     Idle { head: u64, time: u64 },
     /// The logs of `from..=to`.
-    Batch { events: Vec<ChainEvent>, to: u64, hash: B256, head: u64, time: u64 },
+    Batch { events: Vec<ChainEvent>, from: u64, to: u64, hash: B256, head: u64, time: u64 },
     /// Blocks from `from` on were replaced: the `Disputed` / `Settled` logs
     /// handled there are undone and the range is scanned again.
     Reorg { from: u64, disputed: Vec<B256>, settled: Vec<B256>, depth: u64 },
@@ -190,7 +190,7 @@ impl Watcher {
         if self.handled.len() > REORG_MEMORY {
             self.handled.pop_front();
         }
-        Ok(Step::Batch { events, to, hash, head: c.head, time: c.time })
+        Ok(Step::Batch { events, from, to, hash, head: c.head, time: c.time })
     }
 
     /// The last handled block `tip` changed: which remembered batches does
@@ -249,9 +249,9 @@ pub(super) async fn watch(
             behind = false;
         }
         let sent = match step {
-            Ok(Step::Batch { events, to, hash, head, time }) => {
+            Ok(Step::Batch { events, from, to, hash, head, time }) => {
                 backoff.reset();
-                tx.send(Internal::Batch { events, to, hash, head, time })
+                tx.send(Internal::Batch { events, from, to, hash, head, time })
             }
             Ok(Step::Reorg { from, disputed, settled, depth }) => {
                 warn!(target: "chain", from, depth, disputes = disputed.len(), settlements = settled.len(), "reorg: re-scanning from the common ancestor");
