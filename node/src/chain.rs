@@ -155,6 +155,19 @@ pub enum ChainEvent {
     },
 }
 
+/// A block as the chain watcher reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockHeader {
+    /// Its number.
+    pub number: u64,
+    /// Its hash.
+    pub hash: B256,
+    /// Its parent's hash.
+    pub parent: B256,
+    /// Its timestamp.
+    pub time: u64,
+}
+
 /// The chain's head and its confirmed block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Confirmed {
@@ -476,20 +489,32 @@ impl Chain {
         let (head, time) = self.head_and_time().await?;
         let block = match c {
             Confirmations::Blocks(n) => head.saturating_sub(n),
-            Confirmations::Tag(tag) => {
-                let tag = match tag {
-                    BlockTag::Safe => BlockNumberOrTag::Safe,
-                    BlockTag::Finalized => BlockNumberOrTag::Finalized,
-                };
-                self.provider
-                    .get_block_by_number(tag)
-                    .await
-                    .map_err(rpc)?
-                    .map(|b| b.header.number)
-                    .ok_or_else(|| ChainError::Rpc(format!("the endpoint has no {tag} block")))?
-            }
+            Confirmations::Tag(tag) => self.tagged(tag).await?,
         };
         Ok(Confirmed { head, time, block: block.min(head) })
+    }
+
+    /// Block `at` of the endpoint's canonical chain: its number, hash, parent
+    /// hash and timestamp (`None` if it has no such block).
+    pub async fn header(&self, at: BlockNumberOrTag) -> Result<Option<BlockHeader>, ChainError> {
+        Ok(self.provider.get_block_by_number(at).await.map_err(rpc)?.map(|b| BlockHeader {
+            number: b.header.number,
+            hash: b.header.hash,
+            parent: b.header.parent_hash,
+            time: b.header.timestamp,
+        }))
+    }
+
+    /// The number of the endpoint's `safe` or `finalized` block.
+    pub async fn tagged(&self, tag: BlockTag) -> Result<u64, ChainError> {
+        let tag = match tag {
+            BlockTag::Safe => BlockNumberOrTag::Safe,
+            BlockTag::Finalized => BlockNumberOrTag::Finalized,
+        };
+        self.header(tag)
+            .await?
+            .map(|b| b.number)
+            .ok_or_else(|| ChainError::Rpc(format!("the endpoint has no {tag} block")))
     }
 
     /// The hash of block `number` on the endpoint's canonical chain (`None`
@@ -1013,10 +1038,18 @@ impl Chain {
     /// Logs of other events are skipped; logs of known events that do not
     /// decode are errors (a wrong contract address).
     pub async fn events(&self, from: u64, to: u64) -> Result<Vec<ChainEvent>, ChainError> {
-        let filter = Filter::new()
-            .address([self.escrows.as_slice(), &[self.registry]].concat())
-            .from_block(from)
-            .to_block(to);
+        self.decoded_logs(Filter::new().from_block(from).to_block(to)).await
+    }
+
+    /// Logs of both contracts in the block with hash `hash` (EIP-234: of that
+    /// block whatever the canonical chain is by then), decoded, in order.
+    pub async fn events_in(&self, hash: B256) -> Result<Vec<ChainEvent>, ChainError> {
+        self.decoded_logs(Filter::new().at_block_hash(hash)).await
+    }
+
+    /// The contracts' logs `filter` selects, decoded (see [`Self::events`]).
+    async fn decoded_logs(&self, filter: Filter) -> Result<Vec<ChainEvent>, ChainError> {
+        let filter = filter.address([self.escrows.as_slice(), &[self.registry]].concat());
         let logs = self.provider.get_logs(&filter).await.map_err(rpc)?;
         let mut out = Vec::with_capacity(logs.len());
         for log in logs {

@@ -1,12 +1,20 @@
 //! The chain watcher: confirmed log ranges, in order, with backoff on errors.
 //!
-//! Before each step it checks that the last handled block is still
-//! canonical; if not it walks back through the remembered batches to the
-//! newest one still canonical, reports the logs it had handled above it
-//! (undone by the loop and the engine) and re-scans from there. An endpoint
-//! that has no block yet at a handled height (a backup behind the endpoint
-//! that failed) is no evidence of a reorg: the watcher waits for it; only
-//! another block at a handled height is.
+//! Each step reads the head. A head with the hash the watcher last went idle
+//! at changed nothing (its hash commits to every block under it): the step
+//! ends there. Otherwise the watcher checks that the last handled block is
+//! still canonical (from the head, or the parent hash of the block it scans
+//! next, when those are it or follow it; else by reading it); if not it
+//! walks back through the remembered batches to the newest one still
+//! canonical, reports the logs it had handled above it (undone by the loop
+//! and the engine) and re-scans from there. An endpoint that has no block
+//! yet at a handled height (a backup behind the endpoint that failed) is no
+//! evidence of a reorg: the watcher waits for it; only another block at a
+//! handled height is.
+//!
+//! A range of one block is read by its hash (EIP-234: its logs and none of
+//! another block at that height); a longer one by number, its last block's
+//! hash read before and after (read again if it changed in between).
 //!
 //! The walk ([`Watcher::step`]) reads the chain through [`ChainReader`]: the
 //! node's [`Chain`], or a scripted chain in the unit tests.
@@ -14,10 +22,11 @@
 use super::Internal;
 use crate::{
     backoff::Backoff,
-    chain::{Chain, ChainError, ChainEvent, Confirmed},
-    config::Confirmations,
+    chain::{BlockHeader, Chain, ChainError, ChainEvent},
+    config::{BlockTag, Confirmations},
 };
 use alloy_primitives::B256;
+use alloy_rpc_types_eth::BlockNumberOrTag;
 use std::{collections::VecDeque, future::Future, pin::Pin, time::Duration};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
@@ -35,43 +44,44 @@ pub(crate) type Heads = Pin<Box<dyn futures::Stream<Item = u64> + Send>>;
 
 /// What the watcher reads from the chain.
 pub(crate) trait ChainReader: Sync {
-    /// The latest block number.
-    fn head(&self) -> impl Future<Output = Result<u64, ChainError>> + Send;
-    /// The hash of block `number` on the canonical chain (`None`: no such block yet).
-    fn block_hash(
+    /// The latest block.
+    fn latest(&self) -> impl Future<Output = Result<BlockHeader, ChainError>> + Send;
+    /// Block `number` of the canonical chain (`None`: no such block yet).
+    fn header(
         &self,
         number: u64,
-    ) -> impl Future<Output = Result<Option<B256>, ChainError>> + Send;
-    /// The head and the confirmed block.
-    fn confirmed(
-        &self,
-        c: Confirmations,
-    ) -> impl Future<Output = Result<Confirmed, ChainError>> + Send;
+    ) -> impl Future<Output = Result<Option<BlockHeader>, ChainError>> + Send;
+    /// The number of the `safe` or `finalized` block.
+    fn tagged(&self, tag: BlockTag) -> impl Future<Output = Result<u64, ChainError>> + Send;
     /// The decoded logs of blocks `from..=to`, in order.
     fn events(
         &self,
         from: u64,
         to: u64,
     ) -> impl Future<Output = Result<Vec<ChainEvent>, ChainError>> + Send;
+    /// The decoded logs of the block with hash `hash`, in order.
+    fn events_in(
+        &self,
+        hash: B256,
+    ) -> impl Future<Output = Result<Vec<ChainEvent>, ChainError>> + Send;
 }
 
 impl ChainReader for Chain {
-    fn head(&self) -> impl Future<Output = Result<u64, ChainError>> + Send {
-        Chain::head(self)
+    async fn latest(&self) -> Result<BlockHeader, ChainError> {
+        self.header(BlockNumberOrTag::Latest)
+            .await?
+            .ok_or_else(|| ChainError::Rpc("no latest block".into()))
     }
 
-    fn block_hash(
+    fn header(
         &self,
         number: u64,
-    ) -> impl Future<Output = Result<Option<B256>, ChainError>> + Send {
-        Chain::block_hash(self, number)
+    ) -> impl Future<Output = Result<Option<BlockHeader>, ChainError>> + Send {
+        Chain::header(self, BlockNumberOrTag::Number(number))
     }
 
-    fn confirmed(
-        &self,
-        c: Confirmations,
-    ) -> impl Future<Output = Result<Confirmed, ChainError>> + Send {
-        Chain::confirmed(self, c)
+    fn tagged(&self, tag: BlockTag) -> impl Future<Output = Result<u64, ChainError>> + Send {
+        Chain::tagged(self, tag)
     }
 
     fn events(
@@ -80,6 +90,13 @@ impl ChainReader for Chain {
         to: u64,
     ) -> impl Future<Output = Result<Vec<ChainEvent>, ChainError>> + Send {
         Chain::events(self, from, to)
+    }
+
+    fn events_in(
+        &self,
+        hash: B256,
+    ) -> impl Future<Output = Result<Vec<ChainEvent>, ChainError>> + Send {
+        Chain::events_in(self, hash)
     }
 }
 
@@ -99,8 +116,16 @@ struct Handled {
 pub(crate) enum Step {
     /// Nothing confirmed past the cursor.
     Idle { head: u64, time: u64 },
-    /// The logs of `from..=to`.
-    Batch { events: Vec<ChainEvent>, from: u64, to: u64, hash: B256, head: u64, time: u64 },
+    /// The logs of `from..=to`; `more` if the confirmed block is past `to`.
+    Batch {
+        events: Vec<ChainEvent>,
+        from: u64,
+        to: u64,
+        hash: B256,
+        head: u64,
+        time: u64,
+        more: bool,
+    },
     /// Blocks from `from` on were replaced: the `Disputed` / `Settled` logs
     /// handled there are undone and the range is scanned again.
     Reorg { from: u64, disputed: Vec<B256>, settled: Vec<B256>, depth: u64 },
@@ -119,6 +144,10 @@ pub(crate) struct Watcher {
     max_range: u64,
     /// The block of a `Disputed` log waiting for its successor (logged once).
     waiting_for: Option<u64>,
+    /// The head's hash when the last step found nothing more to scan (with
+    /// confirmations counted in blocks: a `safe` or `finalized` block can
+    /// move under an unchanged head).
+    idle_at: Option<B256>,
 }
 
 impl Watcher {
@@ -141,29 +170,69 @@ impl Watcher {
                 settled: Vec::new(),
             });
         }
-        Self { next, handled, confirmations, max_range: max_range.max(1), waiting_for: None }
+        Self {
+            next,
+            handled,
+            confirmations,
+            max_range: max_range.max(1),
+            waiting_for: None,
+            idle_at: None,
+        }
     }
 
-    /// One step: a reorg walk if the last handled block changed, else the
-    /// next confirmed range (at most `max_range` blocks).
+    /// One step: nothing if the head is the one the last step went idle at;
+    /// else a reorg walk if the last handled block changed, else the next
+    /// confirmed range (at most `max_range` blocks).
     pub(crate) async fn step(&mut self, chain: &impl ChainReader) -> Result<Step, ChainError> {
+        let latest = chain.latest().await?;
+        let (head, time) = (latest.number, latest.time);
+        if self.idle_at.take() == Some(latest.hash) {
+            self.idle_at = Some(latest.hash);
+            return Ok(Step::Idle { head, time });
+        }
+        let confirmed = match self.confirmations {
+            Confirmations::Blocks(n) => head.saturating_sub(n),
+            Confirmations::Tag(tag) => chain.tagged(tag).await?.min(head),
+        };
+        let range = (self.next <= confirmed)
+            .then(|| (self.next, confirmed.min(self.next + self.max_range - 1)));
+        // The range's last block (the head needs no second read).
+        let last = match range {
+            Some((_, to)) if to == head => Some(latest),
+            Some((_, to)) => match chain.header(to).await? {
+                Some(b) => Some(b),
+                None => return Ok(Step::Raced),
+            },
+            None => None,
+        };
         if let Some(newest) = self.handled.back() {
             let tip = newest.to;
-            let at_tip = chain.block_hash(tip).await?;
+            // Known without a read when the head is the tip, or when the
+            // range starts right after it (its parent hash).
+            let at_tip = if tip == head {
+                Some(latest.hash)
+            } else if let Some(b) = last.filter(|b| b.number == tip + 1) {
+                Some(b.parent)
+            } else {
+                chain.header(tip).await?.map(|b| b.hash)
+            };
             if at_tip != Some(newest.hash) {
-                return self.walk_back(chain, tip, at_tip.is_some()).await;
+                return self.walk_back(chain, head, tip, at_tip.is_some()).await;
             }
         }
-        let c = chain.confirmed(self.confirmations).await?;
-        if self.next > c.block {
-            return Ok(Step::Idle { head: c.head, time: c.time });
-        }
-        let (from, to) = (self.next, c.block.min(self.next + self.max_range - 1));
-        let Some(hash) = chain.block_hash(to).await? else { return Ok(Step::Raced) };
-        let events = chain.events(from, to).await?;
-        if chain.block_hash(to).await? != Some(hash) {
-            return Ok(Step::Raced);
-        }
+        let (Some((from, to)), Some(last)) = (range, last) else {
+            self.idle_when_counting_blocks(latest.hash);
+            return Ok(Step::Idle { head, time });
+        };
+        let events = if from == to {
+            chain.events_in(last.hash).await?
+        } else {
+            let events = chain.events(from, to).await?;
+            if chain.header(to).await?.map(|b| b.hash) != Some(last.hash) {
+                return Ok(Step::Raced);
+            }
+            events
+        };
         // A `Disputed` log in a block with no successor yet (the head's logs,
         // with `confirmations = 0`) has no order entropy: the range is read
         // again once the next block is there.
@@ -175,9 +244,11 @@ impl Watcher {
                 self.waiting_for = Some(a.block_number);
                 info!(target: "chain", block = a.block_number, deal = %a.deal_id, "a Disputed log waits for the block after it (its order entropy)");
             }
-            return Ok(Step::Idle { head: c.head, time: c.time });
+            self.idle_when_counting_blocks(latest.hash);
+            return Ok(Step::Idle { head, time });
         }
-        let mut batch = Handled { from, to, hash, disputed: Vec::new(), settled: Vec::new() };
+        let mut batch =
+            Handled { from, to, hash: last.hash, disputed: Vec::new(), settled: Vec::new() };
         for e in &events {
             match e {
                 ChainEvent::Disputed(a) => batch.disputed.push(a.deal_id),
@@ -190,24 +261,38 @@ impl Watcher {
         if self.handled.len() > REORG_MEMORY {
             self.handled.pop_front();
         }
-        Ok(Step::Batch { events, from, to, hash, head: c.head, time: c.time })
+        let more = to < confirmed;
+        if !more {
+            self.idle_when_counting_blocks(latest.hash);
+        }
+        Ok(Step::Batch { events, from, to, hash: last.hash, head, time, more })
+    }
+
+    /// Nothing more to scan under the head `hash`: the next step ends at once
+    /// if the head is still that block. Not with a `safe` / `finalized`
+    /// confirmation, which can move without a new head.
+    fn idle_when_counting_blocks(&mut self, hash: B256) {
+        if matches!(self.confirmations, Confirmations::Blocks(_)) {
+            self.idle_at = Some(hash);
+        }
     }
 
     /// The last handled block `tip` changed: which remembered batches does
-    /// the endpoint still have? One it has no block for yet says nothing (a
-    /// lagging endpoint); a reorg is another block at a handled height.
+    /// the endpoint (at `head`) still have? One it has no block for yet says
+    /// nothing (a lagging endpoint); a reorg is another block at a handled
+    /// height.
     async fn walk_back(
         &mut self,
         chain: &impl ChainReader,
+        head: u64,
         tip: u64,
         tip_replaced: bool,
     ) -> Result<Step, ChainError> {
-        let head = chain.head().await?;
         let (mut gone, mut differs) = (0, tip_replaced);
         for b in self.handled.iter().rev() {
             if b.to <= head {
-                match chain.block_hash(b.to).await? {
-                    Some(h) if h == b.hash => break,
+                match chain.header(b.to).await? {
+                    Some(h) if h.hash == b.hash => break,
                     Some(_) => differs = true,
                     None => {}
                 }
@@ -229,9 +314,23 @@ impl Watcher {
     }
 }
 
+/// Waits `poll`, or less if a WebSocket head comes first (then forgets
+/// `heads` if that stream ended: polling only).
+async fn wait_for_head(heads: &mut Option<Heads>, poll: Duration) {
+    match heads.as_mut() {
+        Some(h) => {
+            if let Ok(None) = tokio::time::timeout(poll, futures::StreamExt::next(h)).await {
+                *heads = None;
+            }
+        }
+        None => tokio::time::sleep(poll).await,
+    }
+}
+
 /// Runs the watcher until the loop's channel closes: each step's result is
-/// sent to the loop; errors back off from `poll` doubling to a minute; a
-/// WebSocket head wakes an idle watcher early (polling stays the source of
+/// sent to the loop; a step that found nothing more to scan waits `poll`
+/// before the next; errors back off from `poll` doubling to a minute; a
+/// WebSocket head wakes a waiting watcher early (polling stays the source of
 /// truth: heads may repeat or skip).
 pub(super) async fn watch(
     mut heads: Option<Heads>,
@@ -249,9 +348,13 @@ pub(super) async fn watch(
             behind = false;
         }
         let sent = match step {
-            Ok(Step::Batch { events, from, to, hash, head, time }) => {
+            Ok(Step::Batch { events, from, to, hash, head, time, more }) => {
                 backoff.reset();
-                tx.send(Internal::Batch { events, from, to, hash, head, time })
+                let sent = tx.send(Internal::Batch { events, from, to, hash, head, time });
+                if !more {
+                    wait_for_head(&mut heads, poll).await;
+                }
+                sent
             }
             Ok(Step::Reorg { from, disputed, settled, depth }) => {
                 warn!(target: "chain", from, depth, disputes = disputed.len(), settlements = settled.len(), "reorg: re-scanning from the common ancestor");
@@ -269,16 +372,7 @@ pub(super) async fn watch(
             Ok(Step::Idle { head, time }) => {
                 backoff.reset();
                 let sent = tx.send(Internal::Head { head, time });
-                match heads.as_mut() {
-                    Some(h) => {
-                        if let Ok(None) =
-                            tokio::time::timeout(poll, futures::StreamExt::next(h)).await
-                        {
-                            heads = None; // ended: poll only
-                        }
-                    }
-                    None => tokio::time::sleep(poll).await,
-                }
+                wait_for_head(&mut heads, poll).await;
                 sent
             }
             Err(e) => {
@@ -308,6 +402,7 @@ mod tests {
         hashes: Mutex<Vec<B256>>,
         logs: Mutex<BTreeMap<u64, Vec<ChainEvent>>>,
         visible: Mutex<Option<u64>>,
+        reads: std::sync::atomic::AtomicU64,
     }
 
     impl Script {
@@ -351,27 +446,30 @@ mod tests {
         h
     }
 
-    impl ChainReader for Script {
-        async fn head(&self) -> Result<u64, ChainError> {
-            Ok(self.tip())
+    impl Script {
+        fn read(&self) {
+            self.reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
 
-        async fn block_hash(&self, number: u64) -> Result<Option<B256>, ChainError> {
+        /// Requests made since the last call.
+        fn reads(&self) -> u64 {
+            self.reads.swap(0, std::sync::atomic::Ordering::Relaxed)
+        }
+
+        fn block(&self, number: u64) -> Option<BlockHeader> {
             if number > self.tip() {
-                return Ok(None);
+                return None;
             }
-            Ok(self.hashes.lock().unwrap().get(number as usize).copied())
+            let hashes = self.hashes.lock().unwrap();
+            Some(BlockHeader {
+                number,
+                hash: *hashes.get(number as usize)?,
+                parent: number.checked_sub(1).map_or(B256::ZERO, |p| hashes[p as usize]),
+                time: 1_000 + number,
+            })
         }
 
-        async fn confirmed(&self, c: Confirmations) -> Result<Confirmed, ChainError> {
-            let head = self.tip();
-            let Confirmations::Blocks(n) = c else { unreachable!("blocks only here") };
-            Ok(Confirmed { head, time: 1_000 + head, block: head.saturating_sub(n) })
-        }
-
-        /// As the chain's: a `Disputed` log has order entropy once its
-        /// block has a successor.
-        async fn events(&self, from: u64, to: u64) -> Result<Vec<ChainEvent>, ChainError> {
+        fn logs(&self, from: u64, to: u64) -> Vec<ChainEvent> {
             let tip = self.tip();
             let logs = self.logs.lock().unwrap();
             let mut out = Vec::new();
@@ -386,7 +484,39 @@ mod tests {
                     out.push(e);
                 }
             }
-            Ok(out)
+            out
+        }
+    }
+
+    impl ChainReader for Script {
+        async fn latest(&self) -> Result<BlockHeader, ChainError> {
+            self.read();
+            Ok(self.block(self.tip()).expect("the tip"))
+        }
+
+        async fn header(&self, number: u64) -> Result<Option<BlockHeader>, ChainError> {
+            self.read();
+            Ok(self.block(number))
+        }
+
+        async fn tagged(&self, _tag: BlockTag) -> Result<u64, ChainError> {
+            unreachable!("blocks only here")
+        }
+
+        /// As the chain's: a `Disputed` log has order entropy once its
+        /// block has a successor.
+        async fn events(&self, from: u64, to: u64) -> Result<Vec<ChainEvent>, ChainError> {
+            self.read();
+            Ok(self.logs(from, to))
+        }
+
+        async fn events_in(&self, hash: B256) -> Result<Vec<ChainEvent>, ChainError> {
+            self.read();
+            let n = self.hashes.lock().unwrap().iter().position(|h| *h == hash);
+            match n.map(|n| n as u64).filter(|&n| n <= self.tip()) {
+                Some(n) => Ok(self.logs(n, n)),
+                None => Err(ChainError::Rpc(format!("unknown block {hash}"))),
+            }
         }
     }
 
@@ -439,6 +569,47 @@ mod tests {
             }
         }
         assert_eq!(ranges, vec![(3, 0), (6, 1), (7, 0)]);
+    }
+
+    /// What a step costs in requests: the head alone while it is unchanged;
+    /// for each new block the head and that block's logs by hash, and with
+    /// confirmations the confirmed block's header (its parent hash checks the
+    /// last handled block). A head replaced in place is a reorg.
+    #[tokio::test]
+    async fn a_step_reads_the_head_and_only_what_changed() {
+        for (confirmations, per_block) in [(0, 2), (2, 3)] {
+            let chain = Script::new(20, 0);
+            let mut w = Watcher::new(1, None, Confirmations::Blocks(confirmations), 1_000);
+            assert!(matches!(w.step(&chain).await.unwrap(), Step::Batch { more: false, .. }));
+            chain.reads();
+            for _ in 0..3 {
+                assert!(matches!(w.step(&chain).await.unwrap(), Step::Idle { head: 20, .. }));
+                assert_eq!(chain.reads(), 1, "an unchanged head");
+            }
+            for head in 21..25 {
+                chain.log(head - confirmations, settled(head as u8));
+                chain.extend(1, 0);
+                match w.step(&chain).await.unwrap() {
+                    Step::Batch { events, from, to, more: false, .. } => {
+                        assert_eq!((from, to), (head - confirmations, head - confirmations));
+                        assert_eq!(events.len(), 1, "the block's log");
+                    }
+                    other => panic!("{other:?}"),
+                }
+                assert_eq!(chain.reads(), per_block, "a new block, confirmations {confirmations}");
+                assert!(
+                    matches!(w.step(&chain).await.unwrap(), Step::Idle { head: h, .. } if h == head)
+                );
+                assert_eq!(chain.reads(), 1);
+            }
+            // The last handled block and those above it replaced, the head's
+            // height unchanged.
+            chain.reorg(24 - confirmations, 1 + confirmations, 1);
+            match w.step(&chain).await.unwrap() {
+                Step::Reorg { from, .. } => assert_eq!(from, 24 - confirmations),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     /// With `confirmations = 0` a `Disputed` log in the head block has no
