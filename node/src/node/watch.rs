@@ -2,7 +2,7 @@
 //!
 //! Each step reads the head. A head with the hash the watcher last went idle
 //! at changed nothing (its hash commits to every block under it): the step
-//! ends there. Otherwise the watcher checks that the last handled block is
+//! ends there, [`IDLE_POLLS_TRUSTED`] times in a row at most. Otherwise the watcher checks that the last handled block is
 //! still canonical (from the head, or the parent hash of the block it scans
 //! next, when those are it or follow it; else by reading it); if not it
 //! walks back through the remembered batches to the newest one still
@@ -13,8 +13,10 @@
 //! handled height is.
 //!
 //! A range of one block is read by its hash (EIP-234: its logs and none of
-//! another block at that height); a longer one by number, its last block's
-//! hash read before and after (read again if it changed in between).
+//! another block at that height), in one JSON-RPC batch with the block, so
+//! an endpoint without the block cannot pass for one whose block has no
+//! logs; a longer one by number, its last block's hash read before and after
+//! (read again if it changed in between).
 //!
 //! The walk ([`Watcher::step`]) reads the chain through [`ChainReader`]: the
 //! node's [`Chain`], or a scripted chain in the unit tests.
@@ -36,6 +38,11 @@ const REORG_MEMORY: usize = 256;
 /// After a restart only the cursor's hash is known: if that block is no
 /// longer canonical, re-scan this many blocks below it.
 const RESTART_REWIND: u64 = 64;
+/// Polls in a row that end at an unchanged head without another read. The
+/// reads of the step that went idle were not one atomic view with its head
+/// (a chain that flipped away and back between them, or an endpoint behind
+/// another); the poll after these checks the last handled block again.
+const IDLE_POLLS_TRUSTED: u32 = 4;
 /// Longest backoff of the chain watcher.
 const MAX_WATCH_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -59,11 +66,12 @@ pub(crate) trait ChainReader: Sync {
         from: u64,
         to: u64,
     ) -> impl Future<Output = Result<Vec<ChainEvent>, ChainError>> + Send;
-    /// The decoded logs of the block with hash `hash`, in order.
+    /// The decoded logs of the block with hash `hash`, in order (`None`:
+    /// the endpoint does not have that block).
     fn events_in(
         &self,
         hash: B256,
-    ) -> impl Future<Output = Result<Vec<ChainEvent>, ChainError>> + Send;
+    ) -> impl Future<Output = Result<Option<Vec<ChainEvent>>, ChainError>> + Send;
 }
 
 impl ChainReader for Chain {
@@ -95,7 +103,7 @@ impl ChainReader for Chain {
     fn events_in(
         &self,
         hash: B256,
-    ) -> impl Future<Output = Result<Vec<ChainEvent>, ChainError>> + Send {
+    ) -> impl Future<Output = Result<Option<Vec<ChainEvent>>, ChainError>> + Send {
         Chain::events_in(self, hash)
     }
 }
@@ -129,7 +137,8 @@ pub(crate) enum Step {
     /// Blocks from `from` on were replaced: the `Disputed` / `Settled` logs
     /// handled there are undone and the range is scanned again.
     Reorg { from: u64, disputed: Vec<B256>, settled: Vec<B256>, depth: u64 },
-    /// The range's last block changed while its logs were read: read again.
+    /// The range's last block changed while its logs were read, or the
+    /// endpoint that answered does not have it: read again shortly.
     Raced,
     /// The endpoint has not reached the last handled block (a backup that
     /// lags after a failover): unknown, not a reorg; wait.
@@ -144,10 +153,11 @@ pub(crate) struct Watcher {
     max_range: u64,
     /// The block of a `Disputed` log waiting for its successor (logged once).
     waiting_for: Option<u64>,
-    /// The head's hash when the last step found nothing more to scan (with
+    /// The head's hash when a step last found nothing more to scan, and the
+    /// polls since that ended there without another read (with
     /// confirmations counted in blocks: a `safe` or `finalized` block can
     /// move under an unchanged head).
-    idle_at: Option<B256>,
+    idle_at: Option<(B256, u32)>,
 }
 
 impl Watcher {
@@ -186,9 +196,11 @@ impl Watcher {
     pub(crate) async fn step(&mut self, chain: &impl ChainReader) -> Result<Step, ChainError> {
         let latest = chain.latest().await?;
         let (head, time) = (latest.number, latest.time);
-        if self.idle_at.take() == Some(latest.hash) {
-            self.idle_at = Some(latest.hash);
-            return Ok(Step::Idle { head, time });
+        if let Some((hash, polls)) = self.idle_at.take() {
+            if hash == latest.hash && polls < IDLE_POLLS_TRUSTED {
+                self.idle_at = Some((hash, polls + 1));
+                return Ok(Step::Idle { head, time });
+            }
         }
         let confirmed = match self.confirmations {
             Confirmations::Blocks(n) => head.saturating_sub(n),
@@ -225,7 +237,10 @@ impl Watcher {
             return Ok(Step::Idle { head, time });
         };
         let events = if from == to {
-            chain.events_in(last.hash).await?
+            match chain.events_in(last.hash).await? {
+                Some(events) => events,
+                None => return Ok(Step::Raced),
+            }
         } else {
             let events = chain.events(from, to).await?;
             if chain.header(to).await?.map(|b| b.hash) != Some(last.hash) {
@@ -273,7 +288,7 @@ impl Watcher {
     /// confirmation, which can move without a new head.
     fn idle_when_counting_blocks(&mut self, hash: B256) {
         if matches!(self.confirmations, Confirmations::Blocks(_)) {
-            self.idle_at = Some(hash);
+            self.idle_at = Some((hash, 0));
         }
     }
 
@@ -360,7 +375,12 @@ pub(super) async fn watch(
                 warn!(target: "chain", from, depth, disputes = disputed.len(), settlements = settled.len(), "reorg: re-scanning from the common ancestor");
                 tx.send(Internal::Reorg { from, disputed, settled, depth })
             }
-            Ok(Step::Raced) => continue,
+            Ok(Step::Raced) => {
+                // Soon, not at once: an endpoint that keeps lacking the
+                // block (a lagging backup) is not asked in a tight loop.
+                tokio::time::sleep(poll / 4).await;
+                continue;
+            }
             Ok(Step::Behind { head, handled }) => {
                 if !behind {
                     warn!(target: "chain", head, handled, "the rpc endpoint is behind the blocks already handled (a lagging backup?): waiting for it, not a reorg");
@@ -403,6 +423,8 @@ mod tests {
         logs: Mutex<BTreeMap<u64, Vec<ChainEvent>>>,
         visible: Mutex<Option<u64>>,
         reads: std::sync::atomic::AtomicU64,
+        /// The logs are answered by an endpoint without the block.
+        logs_lag: std::sync::atomic::AtomicBool,
     }
 
     impl Script {
@@ -510,13 +532,15 @@ mod tests {
             Ok(self.logs(from, to))
         }
 
-        async fn events_in(&self, hash: B256) -> Result<Vec<ChainEvent>, ChainError> {
+        /// As the node's: `None` for a block the endpoint does not have
+        /// (the logs and the block are one batch).
+        async fn events_in(&self, hash: B256) -> Result<Option<Vec<ChainEvent>>, ChainError> {
             self.read();
-            let n = self.hashes.lock().unwrap().iter().position(|h| *h == hash);
-            match n.map(|n| n as u64).filter(|&n| n <= self.tip()) {
-                Some(n) => Ok(self.logs(n, n)),
-                None => Err(ChainError::Rpc(format!("unknown block {hash}"))),
+            if self.logs_lag.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(None);
             }
+            let n = self.hashes.lock().unwrap().iter().position(|h| *h == hash);
+            Ok(n.map(|n| n as u64).filter(|&n| n <= self.tip()).map(|n| self.logs(n, n)))
         }
     }
 
@@ -582,10 +606,14 @@ mod tests {
             let mut w = Watcher::new(1, None, Confirmations::Blocks(confirmations), 1_000);
             assert!(matches!(w.step(&chain).await.unwrap(), Step::Batch { more: false, .. }));
             chain.reads();
-            for _ in 0..3 {
+            for _ in 0..IDLE_POLLS_TRUSTED {
                 assert!(matches!(w.step(&chain).await.unwrap(), Step::Idle { head: 20, .. }));
                 assert_eq!(chain.reads(), 1, "an unchanged head");
             }
+            // Then the last handled block is checked again (from the head
+            // itself when that is it).
+            assert!(matches!(w.step(&chain).await.unwrap(), Step::Idle { head: 20, .. }));
+            assert_eq!(chain.reads(), if confirmations == 0 { 1 } else { 2 });
             for head in 21..25 {
                 chain.log(head - confirmations, settled(head as u8));
                 chain.extend(1, 0);
@@ -609,6 +637,25 @@ mod tests {
                 Step::Reorg { from, .. } => assert_eq!(from, 24 - confirmations),
                 other => panic!("{other:?}"),
             }
+        }
+    }
+
+    /// A block's logs answered by an endpoint that does not have the block
+    /// (a lagging backup, which may answer `[]` for an unknown hash) are not
+    /// taken for a block without logs: read again, then handed on.
+    #[tokio::test]
+    async fn logs_from_an_endpoint_without_the_block_are_read_again() {
+        let chain = Script::new(10, 0);
+        let mut w = watcher(100);
+        assert!(matches!(w.step(&chain).await.unwrap(), Step::Batch { to: 10, .. }));
+        chain.log(11, settled(11));
+        chain.extend(1, 0);
+        chain.logs_lag.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(matches!(w.step(&chain).await.unwrap(), Step::Raced));
+        chain.logs_lag.store(false, std::sync::atomic::Ordering::Relaxed);
+        match w.step(&chain).await.unwrap() {
+            Step::Batch { events, from: 11, to: 11, .. } => assert_eq!(events.len(), 1),
+            other => panic!("{other:?}"),
         }
     }
 
