@@ -33,6 +33,13 @@ pub struct EndpointLabel {
     pub endpoint: String,
 }
 
+/// A `method` label: a JSON-RPC method the node calls.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabel {
+    /// `eth_getLogs`, `eth_call`, …
+    pub method: String,
+}
+
 /// A gauge of a value that may exceed `i64` (wei, token base units).
 type Real = Gauge<f64, AtomicU64>;
 
@@ -169,6 +176,9 @@ pub struct RpcMetrics {
     pub errors: Family<EndpointLabel, Counter>,
     /// Requests sent to an RPC endpoint.
     pub requests: Family<EndpointLabel, Counter>,
+    /// JSON-RPC calls sent to the endpoints, by method (`method` label;
+    /// each call of a batch).
+    pub calls: Family<MethodLabel, Counter>,
     /// Duration of an RPC endpoint's last successful request.
     pub latency: Family<EndpointLabel, Real>,
     /// Anchor cross-checks that did not follow an RPC endpoint's answer.
@@ -201,6 +211,11 @@ impl RpcMetrics {
             "rpc_endpoint_requests",
             "Requests sent to an RPC endpoint",
             self.requests.clone(),
+        );
+        r.register(
+            "rpc_calls",
+            "JSON-RPC calls sent to the RPC endpoints, by method (each call of a batch)",
+            self.calls.clone(),
         );
         r.register(
             "rpc_endpoint_latency_seconds",
@@ -312,13 +327,14 @@ mod tests {
             f.get_or_create(&endpoint).inc();
         }
         m.rpc.latency.get_or_create(&endpoint).set(1.0);
+        m.rpc.calls.get_or_create(&MethodLabel { method: "eth_call".into() }).inc();
         let text = m.render();
         let mut names: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
         names.sort_unstable();
         assert_eq!(names, NAMES);
     }
 
-    const NAMES: [&str; 44] = [
+    const NAMES: [&str; 45] = [
         "resolvd_account_balance_wei gauge",
         "resolvd_account_gas_cap_wei gauge",
         "resolvd_anchor_checks counter",
@@ -352,6 +368,7 @@ mod tests {
         "resolvd_replays counter",
         "resolvd_rewards_claimed gauge",
         "resolvd_rewards_earned gauge",
+        "resolvd_rpc_calls counter",
         "resolvd_rpc_endpoint_consecutive_errors gauge",
         "resolvd_rpc_endpoint_disagreements counter",
         "resolvd_rpc_endpoint_errors counter",

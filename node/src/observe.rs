@@ -5,8 +5,9 @@
 use crate::{
     chain::rpc::EndpointHealth,
     economics::Ledger,
-    metrics::{EndpointLabel, Metrics, TokenLabel},
+    metrics::{EndpointLabel, MethodLabel, Metrics, TokenLabel},
 };
+use std::collections::BTreeMap;
 
 /// Sets the fee and gas metrics from the ledger.
 pub fn ledger(metrics: &Metrics, ledger: &Ledger) {
@@ -23,6 +24,19 @@ pub fn ledger(metrics: &Metrics, ledger: &Ledger) {
 /// (call it whenever the status is refreshed; the counters take the
 /// difference to the totals they last saw).
 pub fn endpoints(metrics: &Metrics, endpoints: &[EndpointHealth]) {
+    let mut calls = BTreeMap::<&str, u64>::new();
+    for e in endpoints {
+        for (method, n) in &e.calls {
+            *calls.entry(method).or_default() += n;
+        }
+    }
+    for (method, total) in calls {
+        let counter = metrics.rpc.calls.get_or_create(&MethodLabel { method: method.to_owned() });
+        let seen = counter.get();
+        if total > seen {
+            counter.inc_by(total - seen);
+        }
+    }
     for e in endpoints {
         let label = EndpointLabel { endpoint: e.endpoint.clone() };
         metrics.rpc.up.get_or_create(&label).set(i64::from(e.up));
@@ -68,6 +82,7 @@ mod tests {
             head: Some(42),
             consecutive_errors: 0,
             requests: 10,
+            calls: BTreeMap::from([("eth_getLogs".to_owned(), 7), ("eth_call".to_owned(), 5)]),
             errors: 2,
             last_error: None,
             latency_ms: Some(12.5),
@@ -80,6 +95,7 @@ mod tests {
         e.errors = 5;
         e.requests = 13;
         e.disagreements = 2;
+        e.calls.insert("eth_getLogs".to_owned(), 9);
         endpoints(&m, &[e]);
         let text = m.render();
         let label = "{endpoint=\"https://rpc.example.org\"}";
@@ -91,6 +107,8 @@ mod tests {
             format!("resolvd_rpc_endpoint_requests_total{label} 13"),
             format!("resolvd_rpc_endpoint_latency_seconds{label} 0.0125"),
             format!("resolvd_rpc_endpoint_disagreements_total{label} 2"),
+            "resolvd_rpc_calls_total{method=\"eth_getLogs\"} 9".to_owned(),
+            "resolvd_rpc_calls_total{method=\"eth_call\"} 5".to_owned(),
         ] {
             assert!(text.contains(&line), "{line} missing in\n{text}");
         }

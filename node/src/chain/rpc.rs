@@ -37,6 +37,7 @@ use reqwest::Url;
 use rustls_pki_types::{pem::PemObject, CertificateDer};
 use serde::Serialize;
 use std::{
+    collections::BTreeMap,
     fmt,
     path::{Path, PathBuf},
     sync::{
@@ -255,8 +256,10 @@ pub struct EndpointHealth {
     pub head: Option<u64>,
     /// Failed requests since its last success.
     pub consecutive_errors: u64,
-    /// Requests sent to it (reads, sends and probes).
+    /// Requests sent to it (reads, sends and probes; a JSON-RPC batch is one).
     pub requests: u64,
+    /// The JSON-RPC calls sent to it, by method (each call of a batch).
+    pub calls: BTreeMap<String, u64>,
     /// Failed requests (transport errors and timeouts).
     pub errors: u64,
     /// The last failure, credentials removed.
@@ -279,6 +282,7 @@ struct State {
     head_at: Option<Instant>,
     consecutive_errors: u64,
     requests: u64,
+    calls: BTreeMap<String, u64>,
     errors: u64,
     last_error: Option<String>,
     latency: Option<Duration>,
@@ -397,6 +401,13 @@ impl Endpoint {
         };
         let block_number =
             matches!(&req, RequestPacket::Single(r) if r.method() == "eth_blockNumber");
+        {
+            // The node's own methods only: a bounded set of names.
+            let mut s = self.state();
+            for method in req.method_names() {
+                *s.calls.entry(method.to_owned()).or_default() += 1;
+            }
+        }
         let started = Instant::now();
         let result = tokio::time::timeout(limit, tower::Service::call(&mut transport, req)).await;
         match result {
@@ -444,6 +455,7 @@ impl Endpoint {
             head: s.head,
             consecutive_errors: s.consecutive_errors,
             requests: s.requests,
+            calls: s.calls.clone(),
             errors: s.errors,
             last_error: s.last_error.clone(),
             latency_ms: s.latency.map(|d| d.as_secs_f64() * 1_000.0),

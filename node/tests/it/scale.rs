@@ -242,6 +242,21 @@ fn gossip_counts(metrics: &str) -> std::collections::BTreeMap<String, f64> {
     out
 }
 
+/// A node's JSON-RPC calls by method (`resolvd_rpc_calls_total`).
+fn rpc_calls(metrics: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in metrics.lines().filter(|l| l.starts_with("resolvd_rpc_calls_total{method=\"")) {
+        let rest = &line["resolvd_rpc_calls_total{method=\"".len()..];
+        let (Some(end), Some(value)) =
+            (rest.find('"'), line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        else {
+            continue;
+        };
+        out.insert(rest[..end].to_owned(), value);
+    }
+    out
+}
+
 /// Partial signatures a node checked by pairing (`resolvd_partials_verified_total`).
 fn partials_verified(metrics: &str) -> f64 {
     metrics
@@ -257,6 +272,7 @@ struct Snapshot {
     cpu: Vec<f64>,
     verified: Vec<f64>,
     gossip: Vec<std::collections::BTreeMap<String, f64>>,
+    calls: Vec<std::collections::BTreeMap<String, f64>>,
     links: resolvd_netns::LinkStats,
 }
 
@@ -265,14 +281,16 @@ impl Snapshot {
         let mut cpu = Vec::new();
         let mut gossip = Vec::new();
         let mut verified = Vec::new();
+        let mut calls = Vec::new();
         for n in &net.nodes {
             cpu.push(n.pid().and_then(|p| cpu_seconds(p, ticks)).expect("node CPU time"));
             let metrics = n.metrics().await.expect("node metrics");
             gossip.push(gossip_counts(&metrics));
             verified.push(partials_verified(&metrics));
+            calls.push(rpc_calls(&metrics));
         }
         let links = topology.stats().expect("link counters");
-        Self { at: Instant::now(), cpu, verified, gossip, links }
+        Self { at: Instant::now(), cpu, verified, gossip, calls, links }
     }
 }
 
@@ -286,6 +304,7 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
     let mut verdicts = Vec::new();
     let mut gossip_total = 0.0;
     let mut by_topic = std::collections::BTreeMap::<String, f64>::new();
+    let mut by_method = std::collections::BTreeMap::<String, f64>::new();
     for i in 0..nodes {
         let (da, db) = (&a.links.devices[i], &b.links.devices[i]);
         sent.push((db.sent_bytes.node - da.sent_bytes.node) as f64 / per);
@@ -307,6 +326,10 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
             *by_topic.entry(k.clone()).or_default() += d / per;
         }
         verdicts.push((b.verified[i] - a.verified[i]) / per);
+        for (k, v) in &b.calls[i] {
+            let d = v - a.calls[i].get(k).copied().unwrap_or(0.0);
+            *by_method.entry(k.clone()).or_default() += d / per / nodes.max(1) as f64;
+        }
     }
     let stat = |v: &[f64]| {
         let mut s = v.to_vec();
@@ -323,6 +346,7 @@ fn usage(a: &Snapshot, b: &Snapshot, nodes: usize, per: f64) -> serde_json::Valu
         "p2pTcpEmptyBytesSentPerNode": stat(&empty),
         "p2pTcpEmptyPacketsSentPerNode": stat(&empty_packets),
         "rpcBytesPerNode": stat(&rpc),
+        "rpcCallsPerNodeByMethod": by_method,
         "cpuSecondsPerNode": stat(&cpu),
         "gossipMessagesValidated": gossip_total / per,
         "gossipMessagesValidatedByTopic": by_topic,
