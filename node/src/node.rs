@@ -197,14 +197,7 @@ enum Internal {
         result:
             Result<(resolvd_consensus::Signature, Option<resolvd_consensus::Signature>), String>,
     },
-    Batch {
-        events: Vec<ChainEvent>,
-        from: u64,
-        to: u64,
-        hash: B256,
-        head: u64,
-        time: u64,
-    },
+    Batch(watch::Logs),
     Reorg {
         from: u64,
         disputed: Vec<B256>,
@@ -866,9 +859,7 @@ impl Node {
                     Err(e) => self.store_error("cannot rewind the chain cursor", None, &e),
                 }
             }
-            Internal::Batch { events, from, to, hash, head, time } => {
-                self.on_batch_of_logs(events, (from, to), hash, head, time, now)
-            }
+            Internal::Batch(logs) => self.on_batch_of_logs(logs, now),
             Internal::Confirmed { announcement, source, result } => {
                 self.engine.on_confirmed(*announcement, source, result, now);
             }
@@ -931,15 +922,8 @@ impl Node {
     /// The watcher's logs up to block `to`: handled, persisted, and only then
     /// the cursor moved past them (a crash replays the batch; handling is
     /// idempotent).
-    fn on_batch_of_logs(
-        &mut self,
-        events: Vec<ChainEvent>,
-        (from, to): (u64, u64),
-        hash: B256,
-        head: u64,
-        time: u64,
-        now: Instant,
-    ) {
+    fn on_batch_of_logs(&mut self, logs: watch::Logs, now: Instant) {
+        let watch::Logs { events, from, to, hash, head, time } = logs;
         self.engine.on_head(head, time);
         let errors_before = self.shared.metrics.store_errors.get();
         let disputed: Vec<(B256, B256)> = events

@@ -119,21 +119,25 @@ struct Handled {
     settled: Vec<B256>,
 }
 
+/// A confirmed range's logs, for the loop: the logs of `from..=to`, the hash
+/// of block `to`, and the head's number and timestamp.
+#[derive(Debug)]
+pub(crate) struct Logs {
+    pub(crate) events: Vec<ChainEvent>,
+    pub(crate) from: u64,
+    pub(crate) to: u64,
+    pub(crate) hash: B256,
+    pub(crate) head: u64,
+    pub(crate) time: u64,
+}
+
 /// The outcome of one watcher step.
 #[derive(Debug)]
 pub(crate) enum Step {
     /// Nothing confirmed past the cursor.
     Idle { head: u64, time: u64 },
-    /// The logs of `from..=to`; `more` if the confirmed block is past `to`.
-    Batch {
-        events: Vec<ChainEvent>,
-        from: u64,
-        to: u64,
-        hash: B256,
-        head: u64,
-        time: u64,
-        more: bool,
-    },
+    /// A range's logs; `more` if the confirmed block is past its end.
+    Batch { logs: Logs, more: bool },
     /// Blocks from `from` on were replaced: the `Disputed` / `Settled` logs
     /// handled there are undone and the range is scanned again.
     Reorg { from: u64, disputed: Vec<B256>, settled: Vec<B256>, depth: u64 },
@@ -280,7 +284,7 @@ impl Watcher {
         if !more {
             self.idle_when_counting_blocks(latest.hash);
         }
-        Ok(Step::Batch { events, from, to, hash: last.hash, head, time, more })
+        Ok(Step::Batch { logs: Logs { events, from, to, hash: last.hash, head, time }, more })
     }
 
     /// Nothing more to scan under the head `hash`: the next step ends at once
@@ -363,9 +367,9 @@ pub(super) async fn watch(
             behind = false;
         }
         let sent = match step {
-            Ok(Step::Batch { events, from, to, hash, head, time, more }) => {
+            Ok(Step::Batch { logs, more }) => {
                 backoff.reset();
-                let sent = tx.send(Internal::Batch { events, from, to, hash, head, time });
+                let sent = tx.send(Internal::Batch(logs));
                 if !more {
                     wait_for_head(&mut heads, poll).await;
                 }
@@ -581,7 +585,7 @@ mod tests {
         let mut ranges = Vec::new();
         loop {
             match w.step(&chain).await.unwrap() {
-                Step::Batch { events, to, hash: h, .. } => {
+                Step::Batch { logs: Logs { events, to, hash: h, .. }, .. } => {
                     assert_eq!(h, hash(to, 0));
                     ranges.push((to, events.len()));
                 }
@@ -618,7 +622,7 @@ mod tests {
                 chain.log(head - confirmations, settled(head as u8));
                 chain.extend(1, 0);
                 match w.step(&chain).await.unwrap() {
-                    Step::Batch { events, from, to, more: false, .. } => {
+                    Step::Batch { logs: Logs { events, from, to, .. }, more: false } => {
                         assert_eq!((from, to), (head - confirmations, head - confirmations));
                         assert_eq!(events.len(), 1, "the block's log");
                     }
@@ -647,14 +651,19 @@ mod tests {
     async fn logs_from_an_endpoint_without_the_block_are_read_again() {
         let chain = Script::new(10, 0);
         let mut w = watcher(100);
-        assert!(matches!(w.step(&chain).await.unwrap(), Step::Batch { to: 10, .. }));
+        assert!(matches!(
+            w.step(&chain).await.unwrap(),
+            Step::Batch { logs: Logs { to: 10, .. }, .. }
+        ));
         chain.log(11, settled(11));
         chain.extend(1, 0);
         chain.logs_lag.store(true, std::sync::atomic::Ordering::Relaxed);
         assert!(matches!(w.step(&chain).await.unwrap(), Step::Raced));
         chain.logs_lag.store(false, std::sync::atomic::Ordering::Relaxed);
         match w.step(&chain).await.unwrap() {
-            Step::Batch { events, from: 11, to: 11, .. } => assert_eq!(events.len(), 1),
+            Step::Batch { logs: Logs { events, from: 11, to: 11, .. }, .. } => {
+                assert_eq!(events.len(), 1)
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -671,7 +680,7 @@ mod tests {
         assert!(matches!(w.step(&chain).await.unwrap(), Step::Idle { head: 5, .. }));
         chain.extend(1, 0);
         match w.step(&chain).await.unwrap() {
-            Step::Batch { events, to: 6, .. } => match &events[..] {
+            Step::Batch { logs: Logs { events, to: 6, .. }, .. } => match &events[..] {
                 [ChainEvent::Disputed(a)] => assert_eq!(a.order_entropy, hash(6, 0xe0)),
                 other => panic!("{other:?}"),
             },
@@ -703,7 +712,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match w.step(&chain).await.unwrap() {
-            Step::Batch { events, to, hash: h, .. } => {
+            Step::Batch { logs: Logs { events, to, hash: h, .. }, .. } => {
                 assert_eq!((to, h), (6, hash(6, 1)));
                 assert_eq!(events.len(), 1, "the new fork's log");
             }
@@ -732,13 +741,19 @@ mod tests {
     async fn a_cursor_block_replaced_while_stopped_rewinds() {
         let chain = Script::new(100, 0);
         let mut w = Watcher::new(81, Some((80, hash(80, 0))), Confirmations::Blocks(0), 1_000);
-        assert!(matches!(w.step(&chain).await.unwrap(), Step::Batch { to: 100, .. }));
+        assert!(matches!(
+            w.step(&chain).await.unwrap(),
+            Step::Batch { logs: Logs { to: 100, .. }, .. }
+        ));
         chain.reorg(71, 40, 1);
         let mut w = Watcher::new(81, Some((80, hash(80, 0))), Confirmations::Blocks(0), 1_000);
         match w.step(&chain).await.unwrap() {
             Step::Reorg { from, depth, .. } => assert_eq!((from, depth), (80 - RESTART_REWIND, 65)),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(w.step(&chain).await.unwrap(), Step::Batch { to: 110, .. }));
+        assert!(matches!(
+            w.step(&chain).await.unwrap(),
+            Step::Batch { logs: Logs { to: 110, .. }, .. }
+        ));
     }
 }
