@@ -2,12 +2,13 @@
 //!
 //! Each step reads the head. A head with the hash the watcher last went idle
 //! at changed nothing (its hash commits to every block under it): the step
-//! ends there, [`IDLE_POLLS_TRUSTED`] times in a row at most. Otherwise the watcher checks that the last handled block is
-//! still canonical (from the head, or the parent hash of the block it scans
-//! next, when those are it or follow it; else by reading it); if not it
-//! walks back through the remembered batches to the newest one still
-//! canonical, reports the logs it had handled above it (undone by the loop
-//! and the engine) and re-scans from there. An endpoint that has no block
+//! ends there, [`IDLE_POLLS_TRUSTED`] times in a row at most. Otherwise the
+//! watcher checks that the last handled block is still canonical (from the
+//! head, or the parent hash of the block it scans next, when those are it or
+//! follow it; else by reading it); if not it walks back through the
+//! remembered batches to the newest one still canonical, reports the logs it
+//! had handled above it (undone by the loop and the engine) and re-scans
+//! from there. An endpoint that has no block
 //! yet at a handled height (a backup behind the endpoint that failed) is no
 //! evidence of a reorg: the watcher waits for it; only another block at a
 //! handled height is.
