@@ -474,13 +474,14 @@ impl Chain {
 
     /// The latest block's number and timestamp (the escrow's clock).
     pub async fn head_and_time(&self) -> Result<(u64, u64), ChainError> {
-        let block = self
-            .provider
-            .get_block_by_number(alloy_rpc_types_eth::BlockNumberOrTag::Latest)
-            .await
-            .map_err(rpc)?
-            .ok_or_else(|| ChainError::Rpc("no latest block".into()))?;
-        Ok((block.header.number, block.header.timestamp))
+        self.latest().await.map(|b| (b.number, b.time))
+    }
+
+    /// The latest block.
+    pub async fn latest(&self) -> Result<BlockHeader, ChainError> {
+        self.header(BlockNumberOrTag::Latest)
+            .await?
+            .ok_or_else(|| ChainError::Rpc("no latest block".into()))
     }
 
     /// The latest block (number and timestamp) and the confirmed block's
@@ -515,17 +516,6 @@ impl Chain {
             .await?
             .map(|b| b.number)
             .ok_or_else(|| ChainError::Rpc(format!("the endpoint has no {tag} block")))
-    }
-
-    /// The hash of block `number` on the endpoint's canonical chain (`None`
-    /// if it has no such block).
-    pub async fn block_hash(&self, number: u64) -> Result<Option<B256>, ChainError> {
-        Ok(self
-            .provider
-            .get_block_by_number(BlockNumberOrTag::Number(number))
-            .await
-            .map_err(rpc)?
-            .map(|b| b.header.hash))
     }
 
     /// The registry's current epoch at `block` (latest if `None`).

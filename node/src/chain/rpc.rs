@@ -405,7 +405,12 @@ impl Endpoint {
             // The node's own methods only: a bounded set of names.
             let mut s = self.state();
             for method in req.method_names() {
-                *s.calls.entry(method.to_owned()).or_default() += 1;
+                match s.calls.get_mut(method) {
+                    Some(n) => *n += 1,
+                    None => {
+                        s.calls.insert(method.to_owned(), 1);
+                    }
+                }
             }
         }
         let started = Instant::now();

@@ -76,10 +76,8 @@ pub(crate) trait ChainReader: Sync {
 }
 
 impl ChainReader for Chain {
-    async fn latest(&self) -> Result<BlockHeader, ChainError> {
-        self.header(BlockNumberOrTag::Latest)
-            .await?
-            .ok_or_else(|| ChainError::Rpc("no latest block".into()))
+    fn latest(&self) -> impl Future<Output = Result<BlockHeader, ChainError>> + Send {
+        Chain::latest(self)
     }
 
     fn header(
