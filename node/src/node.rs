@@ -69,6 +69,15 @@ use tasks::TaskSet;
 
 /// Chain cursor name in the store.
 pub const CURSOR: &str = "chain";
+/// The node loop's timer ([`Node::on_tick`]) while a dispute is open: as
+/// fine as the engine's dispute timers need (the certificate stagger is 250 ms).
+const TICK_OPEN: Duration = Duration::from_millis(50);
+/// The timer while no dispute is open: retries, buffer lifetimes, redials,
+/// member records and the status snapshot are this coarse or coarser. An idle
+/// node wakes 4 times a second for it instead of 20.
+const TICK_IDLE: Duration = Duration::from_millis(250);
+/// How often the `/status` snapshot is refreshed.
+const SNAPSHOT_EVERY: Duration = Duration::from_millis(250);
 /// Peer scores in `/status` are recomputed at most this often, and whenever
 /// a peer connects or disconnects: gossipsub scores a peer from all its
 /// counters on every call, and the snapshot (every 250 ms) scoring ~60 peers
@@ -137,9 +146,9 @@ pub struct Status {
 /// How many late inclusions `/status` remembers.
 pub const MAX_INCLUSIONS: usize = 256;
 
-/// How often a node that will split a held fee reads the chain's time until
-/// the inclusion window (and, if it did not submit, the grace) has passed.
-const DISTRIBUTE_POLL_SECS: u64 = 5;
+/// Held fees a node waits to split at most (a restart forgets them, and
+/// anyone may split one).
+const MAX_SPLITS: usize = 4_096;
 /// Chain seconds past the inclusion window after which a signer that did
 /// not submit the certificate splits a fee still held (the submitter may be
 /// gone, or may never split it): the submitter goes first, so the others
@@ -207,6 +216,13 @@ enum Internal {
     Head {
         head: u64,
         time: u64,
+    },
+    /// A fee held for `deal_id` by `escrow` that this node splits once the
+    /// chain's time is past `after`.
+    SplitAfter {
+        deal_id: B256,
+        escrow: Address,
+        after: u64,
     },
     Confirmed {
         announcement: Box<DisputeAnnouncement>,
@@ -278,7 +294,8 @@ struct SignState {
 struct Peers {
     bootstrap: Vec<Multiaddr>,
     connected: HashMap<Multiaddr, PeerId>,
-    last_dial: Instant,
+    /// When the bootstrap peers not connected are dialled again.
+    next_dial: Instant,
     /// `/status` peers as of `status_at` (None: a peer came or went since).
     status: Vec<PeerStatus>,
     status_at: Option<Instant>,
@@ -306,6 +323,10 @@ struct EconomicsView {
     ledger: Arc<RwLock<Option<crate::economics::Ledger>>>,
     /// See [`Status::inclusions`] (insertion order, for the bound).
     inclusions: VecDeque<(B256, String)>,
+    /// Held fees this node splits once the chain's time is past the
+    /// escrow's inclusion window (and its turn), by deal: the escrow and
+    /// that time ([`Node::split_held_fees`]).
+    splits: BTreeMap<B256, (Address, u64)>,
 }
 
 /// The node's own channels: results of spawned work, and content added
@@ -444,10 +465,9 @@ impl Node {
             "resolvd running"
         );
         self.drive();
-        let mut tick = tokio::time::interval(Duration::from_millis(50));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let tick = tokio::time::sleep(TICK_OPEN);
         let mut snapshot = Instant::now();
-        tokio::pin!(shutdown);
+        tokio::pin!(shutdown, tick);
         loop {
             let batch = self.engine.batch_due().map(tokio::time::Instant::from_std);
             tokio::select! {
@@ -456,12 +476,14 @@ impl Node {
                 Some(direct) = self.inbox.direct_rx.recv() => self.on_direct_in(direct, Instant::now()),
                 Some(_) = self.inbox.content_rx.recv() => self.engine.on_content_stored(Instant::now()),
                 () = sleep_until_some(batch) => self.on_batch(),
-                _ = tick.tick() => {
+                () = &mut tick => {
                     self.on_tick();
-                    if snapshot.elapsed() >= Duration::from_millis(250) {
+                    if snapshot.elapsed() >= SNAPSHOT_EVERY {
                         self.publish_status();
                         snapshot = Instant::now();
                     }
+                    let every = if self.engine.has_open_dispute() { TICK_OPEN } else { TICK_IDLE };
+                    tick.as_mut().reset(tokio::time::Instant::now() + every);
                 }
                 () = &mut shutdown => {
                     info!(target: "node", "shutting down");
@@ -475,6 +497,11 @@ impl Node {
                 }
             }
             self.drive();
+            // A dispute this event opened: its timers want the short tick.
+            let open = tokio::time::Instant::now() + TICK_OPEN;
+            if tick.deadline() > open && self.engine.has_open_dispute() {
+                tick.as_mut().reset(open);
+            }
             if let Some(peer) = self.take_twin() {
                 error!(target: "node", %peer, "DOPPELGANGER: another process holds this node's BLS key (it sent a member record signed by the key)");
                 if self.engine.detects_doppelganger() {
@@ -563,7 +590,8 @@ impl Node {
     /// transaction yet), [`DISTRIBUTE_GRACE_SECS`] plus its turn later if the
     /// node signed the certified digest, so that no submitter can leave the
     /// fee held.
-    /// A restart forgets it; anyone may send it.
+    /// A restart forgets it; anyone may send it. The chain's time is the
+    /// watcher's head ([`Self::split_held_fees`]): nothing polls for it.
     fn distribute_when_closed(&mut self, deal_id: B256) {
         let Some(account) = self.chain.account else { return };
         let Some(view) = self.engine.view(&deal_id) else { return };
@@ -579,6 +607,7 @@ impl Node {
         let turn = DISTRIBUTE_GRACE_SECS.saturating_add(rank.saturating_mul(DISTRIBUTE_SLOT_SECS));
         let chains: Vec<Chain> =
             self.chain.escrows.iter().map(|e| self.chain.for_escrow(*e)).collect();
+        let tx = self.inbox.tx.clone();
         tokio::spawn(async move {
             use crate::chain::contracts::IEscrow;
             for chain in &chains {
@@ -593,13 +622,32 @@ impl Node {
                 } else {
                     continue;
                 };
-                // Chain time, polled: the window closes by the escrow's clock.
-                loop {
-                    match chain.head_and_time().await {
-                        Ok((_, time)) if time > after => break,
-                        _ => tokio::time::sleep(Duration::from_secs(DISTRIBUTE_POLL_SECS)).await,
-                    }
-                }
+                let _ = tx.send(Internal::SplitAfter { deal_id, escrow: chain.escrow, after });
+                return;
+            }
+        });
+    }
+
+    /// Splits the held fees whose time came: the chain's time (the escrow's
+    /// clock, from the watcher's head) is past it. Each is read again first:
+    /// a fee split or released meanwhile is left alone.
+    fn split_held_fees(&mut self) {
+        let time = self.engine.chain_time();
+        if self.economics.splits.values().all(|(_, after)| time <= *after) {
+            return;
+        }
+        let due: Vec<(B256, Address)> = self
+            .economics
+            .splits
+            .iter()
+            .filter(|(_, (_, after))| time > *after)
+            .map(|(deal, (escrow, _))| (*deal, *escrow))
+            .collect();
+        for (deal_id, escrow) in due {
+            self.economics.splits.remove(&deal_id);
+            let chain = self.chain.for_escrow(escrow);
+            tokio::spawn(async move {
+                use crate::chain::contracts::IEscrow;
                 let again = IEscrow::heldCall { dealId: deal_id };
                 match chain.view(chain.escrow, again, None).await {
                     Ok(h) if h.closesAt != 0 => {}
@@ -614,9 +662,8 @@ impl Node {
                         warn!(target: "pipeline", deal = %deal_id, error = %e, "distributeFee failed");
                     }
                 }
-                return;
-            }
-        });
+            });
+        }
     }
 
     /// Signs `commitment` through slashing protection (fsync'd), and with
@@ -848,6 +895,15 @@ impl Node {
         let now = Instant::now();
         match msg {
             Internal::Head { head, time } => self.engine.on_head(head, time),
+            Internal::SplitAfter { deal_id, escrow, after } => {
+                if self.economics.splits.len() >= MAX_SPLITS
+                    && !self.economics.splits.contains_key(&deal_id)
+                {
+                    warn!(target: "pipeline", deal = %deal_id, "{MAX_SPLITS} held fees already wait to be split: not this one (anyone may split it)");
+                } else {
+                    self.economics.splits.insert(deal_id, (escrow, after));
+                }
+            }
             Internal::Included { deal_id, result } => self.on_included(deal_id, result),
             Internal::Reorg { from, disputed, settled, depth } => {
                 self.shared.metrics.chain.reorgs.inc();
@@ -986,6 +1042,7 @@ impl Node {
     fn on_tick(&mut self) {
         let now = Instant::now();
         self.engine.on_tick(now);
+        self.split_held_fees();
         for forged in self.faults.on_tick(&self.engine) {
             self.publish(forged);
         }
@@ -997,8 +1054,8 @@ impl Node {
         self.content.on_tick(&mut self.swarm, now);
         self.on_direct_tick(now);
         // Re-dial bootstrap peers we are not connected to.
-        if self.peers.last_dial.elapsed() >= Duration::from_secs(3) {
-            self.peers.last_dial = now;
+        if now >= self.peers.next_dial {
+            self.peers.next_dial = now + redial_delay();
             for addr in self.peers.bootstrap.clone() {
                 if !self.peers.connected.contains_key(&addr) {
                     if let Err(e) = self.swarm.dial(addr.clone()) {
@@ -1066,6 +1123,18 @@ impl Node {
         };
         *self.shared.status.write().unwrap_or_else(std::sync::PoisonError::into_inner) = status;
     }
+}
+
+/// The wait before dialling unconnected bootstrap peers again: 2 to 4 s,
+/// drawn anew each time. Two nodes that dial each other from their listening
+/// ports (port reuse) at the same moment make one TCP connection by
+/// simultaneous open, on which both speak first and the handshake fails;
+/// on a fixed period that started together they would collide again every
+/// time (seen over 50 ms links: no connection in 120 s).
+fn redial_delay() -> Duration {
+    let mut b = [0u8; 2];
+    let draw = getrandom::fill(&mut b).map_or(u16::MAX / 2, |()| u16::from_le_bytes(b));
+    Duration::from_secs(2) + Duration::from_secs(2).mul_f64(f64::from(draw) / f64::from(u16::MAX))
 }
 
 async fn sleep_until_some(at: Option<tokio::time::Instant>) {

@@ -312,13 +312,17 @@ impl Store {
         Ok(())
     }
 
-    /// Persists the chain cursor `name` and the hash of that block (fsync'd,
-    /// atomically), so a restart can tell whether the block is still canonical.
+    /// Persists the chain cursor `name` and the hash of that block
+    /// (atomically), so a restart can tell whether the block is still
+    /// canonical. Not fsync'd: it is written once per block, and a cursor
+    /// lost to a power cut (never to a process crash) is an older one, from
+    /// which the node scans those blocks again; handling them is idempotent,
+    /// and what they led to was written (fsync'd) before the cursor.
     pub fn set_cursor_at(&self, name: &str, block: u64, hash: B256) -> Result<(), StoreError> {
         let mut batch = rocksdb::WriteBatch::default();
         batch.put_cf(self.cf("cursor"), name, block.to_be_bytes());
         batch.put_cf(self.cf("cursor"), format!("{name}#hash"), hash);
-        self.db.write_opt(batch, &synced())?;
+        self.db.write(batch)?;
         Ok(())
     }
 

@@ -309,6 +309,15 @@ impl<O: MessageOrigin> Engine<O> {
         self.actions.pop_front()
     }
 
+    /// Whether a dispute is open (neither settled nor expired). Its timers
+    /// in [`Self::on_tick`] (the certificate stagger, escalation, slice
+    /// collection, reveal windows, submitter slots) are tens to hundreds of
+    /// milliseconds; with none open, the rest (retries, buffer lifetimes,
+    /// republishing, eviction) are seconds apart.
+    pub fn has_open_dispute(&self) -> bool {
+        self.disputes.values().any(|d| !d.phase.is_final())
+    }
+
     /// When [`Self::on_batch`] is due.
     pub fn batch_due(&self) -> Option<Instant> {
         self.queue.process_at
@@ -323,6 +332,11 @@ impl<O: MessageOrigin> Engine<O> {
     /// Newest epoch known to exist.
     pub fn current_epoch(&self) -> u64 {
         self.chain.current_epoch
+    }
+
+    /// The newest block timestamp seen (0 before the first head).
+    pub fn chain_time(&self) -> u64 {
+        self.chain.chain_time
     }
 
     /// Latest head seen.

@@ -945,6 +945,24 @@ fn committees_are_loaded_only_for_epochs_that_exist_at_a_confirmed_block() {
     assert_eq!(rig.engine.loaded_epochs().collect::<Vec<_>>(), vec![EPOCH]);
 }
 
+/// The node ticks the engine often only while a dispute is open: from its
+/// confirmation until it settles (a finished dispute kept in memory is not
+/// open).
+#[test]
+fn a_dispute_is_open_from_its_confirmation_until_it_settles() {
+    let mut rig = Rig::new(Some(0));
+    assert!(!rig.engine.has_open_dispute());
+    let (a, b) = (announcement(1), announcement(2));
+    rig.confirm(&a);
+    rig.confirm(&b);
+    assert!(rig.engine.has_open_dispute());
+    rig.engine.on_settled_log(a.deal_id, None, rig.now);
+    assert!(rig.engine.has_open_dispute(), "b is still open");
+    rig.engine.on_settled_log(b.deal_id, None, rig.now);
+    assert_eq!(rig.engine.len(), 2, "both kept in memory");
+    assert!(!rig.engine.has_open_dispute());
+}
+
 #[test]
 fn settled_disputes_are_evicted_with_their_builder_and_conflict_state() {
     let cfg = EngineConfig { retain_settled: Duration::from_secs(10), ..EngineConfig::default() };

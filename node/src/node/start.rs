@@ -24,7 +24,7 @@ use alloy_signer_local::PrivateKeySigner;
 use libp2p::{identity, Multiaddr};
 use resolvd_consensus::{protection::ProtectedSigner, PublicKey, SecretKey};
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     sync::{Arc, RwLock},
     time::{Duration, Instant},
 };
@@ -110,7 +110,12 @@ impl Node {
             store,
             chain,
             sign: SignState { signer, key: my_key },
-            economics: EconomicsView { balance, ledger, inclusions: VecDeque::new() },
+            economics: EconomicsView {
+                balance,
+                ledger,
+                inclusions: VecDeque::new(),
+                splits: BTreeMap::new(),
+            },
             tasks,
             engine,
             swarm,
@@ -119,7 +124,7 @@ impl Node {
             peers: Peers {
                 bootstrap,
                 connected: HashMap::new(),
-                last_dial: Instant::now() - Duration::from_secs(60),
+                next_dial: Instant::now(),
                 status: Vec::new(),
                 status_at: None,
                 outbox: Vec::new(),
