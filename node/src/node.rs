@@ -69,13 +69,13 @@ use tasks::TaskSet;
 
 /// Chain cursor name in the store.
 pub const CURSOR: &str = "chain";
-/// The node loop's timer ([`Node::on_tick`]) while a dispute is open: as
-/// fine as the engine's dispute timers need (the certificate stagger is 250 ms).
-const TICK_OPEN: Duration = Duration::from_millis(50);
-/// The timer while no dispute is open: retries, buffer lifetimes, redials,
-/// member records and the status snapshot are this coarse or coarser. An idle
-/// node wakes 4 times a second for it instead of 20.
-const TICK_IDLE: Duration = Duration::from_millis(250);
+/// The node loop's timer ([`Node::on_tick`]) runs at the engine's next
+/// dispute timer ([`Engine::next_timer`]: escalation, the certificate
+/// stagger, submitter slots, reveals, retries) and at least this often, for
+/// the coarse rest (republishing, buffer lifetimes, redials, member records,
+/// held fees) and the status snapshot. An idle node wakes 4 times a second
+/// for it.
+const TICK_EVERY: Duration = Duration::from_millis(250);
 /// How often the `/status` snapshot is refreshed.
 const SNAPSHOT_EVERY: Duration = Duration::from_millis(250);
 /// Peer scores in `/status` are recomputed at most this often, and whenever
@@ -465,7 +465,8 @@ impl Node {
             "resolvd running"
         );
         self.drive();
-        let tick = tokio::time::sleep(TICK_OPEN);
+        let tick = tokio::time::sleep(Duration::ZERO);
+        let mut last_tick = Instant::now();
         let mut snapshot = Instant::now();
         tokio::pin!(shutdown, tick);
         loop {
@@ -477,13 +478,13 @@ impl Node {
                 Some(_) = self.inbox.content_rx.recv() => self.engine.on_content_stored(Instant::now()),
                 () = sleep_until_some(batch) => self.on_batch(),
                 () = &mut tick => {
+                    last_tick = Instant::now();
                     self.on_tick();
                     if snapshot.elapsed() >= SNAPSHOT_EVERY {
                         self.publish_status();
                         snapshot = Instant::now();
                     }
-                    let every = if self.engine.has_open_dispute() { TICK_OPEN } else { TICK_IDLE };
-                    tick.as_mut().reset(tokio::time::Instant::now() + every);
+                    tick.as_mut().reset((last_tick + TICK_EVERY).into());
                 }
                 () = &mut shutdown => {
                     info!(target: "node", "shutting down");
@@ -497,10 +498,13 @@ impl Node {
                 }
             }
             self.drive();
-            // A dispute this event opened: its timers want the short tick.
-            let open = tokio::time::Instant::now() + TICK_OPEN;
-            if tick.deadline() > open && self.engine.has_open_dispute() {
-                tick.as_mut().reset(open);
+            // The next tick at the engine's next timer, if that is sooner
+            // (this event or the tick may have set one).
+            if let Some(at) = self.engine.next_timer(last_tick).map(tokio::time::Instant::from_std)
+            {
+                if at < tick.deadline() {
+                    tick.as_mut().reset(at);
+                }
             }
             if let Some(peer) = self.take_twin() {
                 error!(target: "node", %peer, "DOPPELGANGER: another process holds this node's BLS key (it sent a member record signed by the key)");

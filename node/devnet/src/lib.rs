@@ -599,6 +599,24 @@ impl DevNode {
         Ok(res.status().as_u16())
     }
 
+    /// The current epoch in `/status`, once the node has read it from the
+    /// chain (0 until then: a node can be healthy and meshed before).
+    pub async fn epoch(&self, timeout: Duration) -> eyre::Result<u64> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let status = self.get("/status").await?;
+            match status["epoch"].as_u64() {
+                Some(epoch) if epoch > 0 => return Ok(epoch),
+                _ => ensure!(
+                    Instant::now() < deadline,
+                    "node {}: no epoch after {timeout:?}",
+                    self.index
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Waits until `/health` answers.
     pub async fn wait_healthy(&mut self, timeout: Duration) -> eyre::Result<()> {
         let deadline = Instant::now() + timeout;

@@ -128,6 +128,11 @@ fn groups_of(order: &[u32], group: usize, round: u32) -> &[u32] {
 }
 
 impl Escalation {
+    /// Its timers: the escalation and the slices' aggregates due.
+    pub(crate) fn timers(&self) -> impl Iterator<Item = Instant> + '_ {
+        self.next_at.into_iter().chain(self.slices.values().filter_map(|(due, _)| *due))
+    }
+
     /// Every slice this node collects is due again now, in full (to the
     /// next group, or to the aggregators after a rejected certificate).
     pub(crate) fn resend_slices(&mut self, now: Instant) {

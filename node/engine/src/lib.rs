@@ -309,13 +309,37 @@ impl<O: MessageOrigin> Engine<O> {
         self.actions.pop_front()
     }
 
-    /// Whether a dispute is open (neither settled nor expired). Its timers
-    /// in [`Self::on_tick`] (the certificate stagger, escalation, slice
-    /// collection, reveal windows, submitter slots) are tens to hundreds of
-    /// milliseconds; with none open, the rest (retries, buffer lifetimes,
-    /// republishing, eviction) are seconds apart.
-    pub fn has_open_dispute(&self) -> bool {
-        self.disputes.values().any(|d| !d.phase.is_final())
+    /// The earliest timer of [`Self::on_tick`] later than `after`, among
+    /// those a dispute's latency depends on: content fetch retries,
+    /// commit-reveal's reveal and fallbacks, escalation and slice
+    /// aggregates, the certificate stagger, submitter slots, the
+    /// doppelgänger hold, committee retries and slashings. The rest
+    /// (republishing, buffer lifetimes, expiry in chain time, waiting
+    /// evidence, eviction) are seconds apart: a caller that also ticks every
+    /// few hundred milliseconds runs them late by at most that.
+    ///
+    /// A caller passes the time of its last tick: a timer due by then and
+    /// still set (its job found nothing to do) does not count again.
+    pub fn next_timer(&self, after: Instant) -> Option<Instant> {
+        let disputes = self.disputes.values().filter(|d| !d.phase.is_final()).flat_map(|d| {
+            let fetch = (d.phase == Phase::Fetching && !d.gathering).then_some(d.next_attempt);
+            let reveal = d.reveal.reveal_window.into_iter().flat_map(|w| {
+                let own = d.reveal.own_commit_at.filter(|_| !d.reveal.revealed).map(|t| t + w);
+                let phase = d.reveal.reveal_phase_at;
+                let fallback = phase.map(|t| t + w * REVEAL_FALLBACK_WINDOWS);
+                let late = phase.map(|t| t + w * REVEAL_LATE_FALLBACK_WINDOWS);
+                own.into_iter().chain(fallback).chain(late)
+            });
+            let submission = d.submission.gossip_at.into_iter().chain(d.submission.submit_at);
+            fetch.into_iter().chain(reveal).chain(submission).chain(d.aggregators.timers())
+        });
+        let slashes = self.slasher.slashes.iter().filter(|t| !t.running).map(|t| t.at);
+        disputes
+            .chain(self.doppelganger.hold_until)
+            .chain(self.chain.committee_retry.values().copied())
+            .chain(slashes)
+            .filter(|t| *t > after)
+            .min()
     }
 
     /// When [`Self::on_batch`] is due.

@@ -465,6 +465,33 @@ fn submitter_order_slots_and_already_resolved_and_transient_retry() {
     }
 }
 
+/// The node sleeps until the engine's next timer: a held certificate's
+/// submitter slot here. A timer due by the last tick does not count again
+/// (its job ran), and a settled dispute has none.
+#[test]
+fn the_next_timer_is_the_submitters_slot_and_none_once_settled() {
+    let cfg = EngineConfig::default();
+    let a = announcement(1);
+    let rank = submit_rank(&order_seed(&a), &[0, 1, 2, 3], 3);
+    let mut rig = Rig::new(Some(3));
+    let start = rig.now;
+    assert_eq!(rig.engine.next_timer(start), None, "no dispute, no timer");
+    rig.confirm(&a);
+    let fetch = rig.engine.next_timer(rig.now);
+    let qc = certificate(&a, &[0, 1, 2]);
+    rig.engine.on_gossip(origin(1), Gossip::Certificate(Box::new(qc.to_wire())), rig.now);
+    rig.drain();
+    let slot = rig.now + cfg.widen_wait + submit_delay(cfg.submit_slot, rank);
+    let expected = fetch.map_or(slot, |f| f.min(slot));
+    assert_eq!(rig.engine.next_timer(rig.now), Some(expected));
+    assert_eq!(rig.engine.next_timer(slot).filter(|t| *t <= slot), None);
+    rig.later(slot - rig.now);
+    rig.engine.on_tick(rig.now);
+    assert!(rig.drain().iter().any(|x| matches!(x, Action::Submit { .. })), "sent at the slot");
+    rig.engine.on_settled_log(a.deal_id, None, rig.now);
+    assert_eq!(rig.engine.next_timer(start), None, "a settled dispute has no timer");
+}
+
 #[test]
 fn a_certificate_the_escrow_rejects_is_dropped_and_a_verified_one_replaces_it() {
     let mut rig = Rig::new(Some(3));
@@ -943,24 +970,6 @@ fn committees_are_loaded_only_for_epochs_that_exist_at_a_confirmed_block() {
     // And a committee answer for another epoch than asked is refused.
     rig.engine.on_committee(EPOCH + 1, Ok(committee(EPOCH + 7, 4)), rig.now);
     assert_eq!(rig.engine.loaded_epochs().collect::<Vec<_>>(), vec![EPOCH]);
-}
-
-/// The node ticks the engine often only while a dispute is open: from its
-/// confirmation until it settles (a finished dispute kept in memory is not
-/// open).
-#[test]
-fn a_dispute_is_open_from_its_confirmation_until_it_settles() {
-    let mut rig = Rig::new(Some(0));
-    assert!(!rig.engine.has_open_dispute());
-    let (a, b) = (announcement(1), announcement(2));
-    rig.confirm(&a);
-    rig.confirm(&b);
-    assert!(rig.engine.has_open_dispute());
-    rig.engine.on_settled_log(a.deal_id, None, rig.now);
-    assert!(rig.engine.has_open_dispute(), "b is still open");
-    rig.engine.on_settled_log(b.deal_id, None, rig.now);
-    assert_eq!(rig.engine.len(), 2, "both kept in memory");
-    assert!(!rig.engine.has_open_dispute());
 }
 
 #[test]

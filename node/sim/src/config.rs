@@ -23,7 +23,7 @@ pub struct Config {
     pub costs: Costs,
     /// How the engines send their own partials (the engine's setting).
     pub dissemination: Dissemination,
-    /// How often each node's engine is ticked (the node's loop: 50 ms while a dispute is open).
+    /// How often each node's engine is ticked (the node ticks at its next timer, and every 250 ms).
     pub tick: Duration,
     /// The engine's `widen_wait`: how long a submitter waits for more signers
     /// after its certificate.

@@ -96,7 +96,7 @@ pub struct Message {
 enum Job {
     /// A message copy arrives from a peer (gossiped, or sent to this node only).
     Deliver { from: u32, msg: u32, direct: bool },
-    /// The loop's tick (50 ms while a dispute is open, as in this run).
+    /// The loop's tick (the node ticks at its next timer; here every `tick`).
     Tick,
     /// The engine's batch is due.
     Batch,
